@@ -1,0 +1,122 @@
+"""A local CA and a serving certificate for the webhook (``trainyard certs``).
+
+In a cluster, cert-manager issues the certificate (base/webhook); this is for running the
+webhook on a workstation and in tests. ECDSA P-256 keys: small, and fast TLS handshakes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import os
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from trainyard.errors import UserError
+
+
+def _name(common_name: str) -> x509.Name:
+    return x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "trainyard"),
+            x509.NameAttribute(NameOID.COMMON_NAME, common_name),
+        ]
+    )
+
+
+def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def _write(path: Path, data: bytes, mode: int) -> None:
+    """Write atomically (temp file + rename), so a watcher never reads half a file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def generate(
+    out: str | Path,
+    dns: list[str] | None = None,
+    ips: list[str] | None = None,
+    days: int = 365,
+    ca: tuple[x509.Certificate, ec.EllipticCurvePrivateKey] | None = None,
+) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    """Write ca.crt, tls.crt and tls.key into ``out``; return the CA (to sign a rotation with).
+
+    ``dns`` and ``ips`` are the serving certificate's subject alternative names (default:
+    localhost and 127.0.0.1). Pass ``ca`` to sign with an existing CA instead of a new one.
+    """
+    dns = list(dns or [])
+    try:
+        addresses = [ipaddress.ip_address(ip) for ip in (ips or [])]
+    except ValueError as exc:
+        raise UserError(f"--ip: {exc}") from None
+    if not dns and not addresses:
+        dns, addresses = ["localhost"], [ipaddress.ip_address("127.0.0.1")]
+    now = dt.datetime.now(dt.UTC)
+    if ca is None:
+        ca_key = ec.generate_private_key(ec.SECP256R1())
+        ca_cert = (
+            x509.CertificateBuilder()
+            .subject_name(_name("trainyard local CA"))
+            .issuer_name(_name("trainyard local CA"))
+            .public_key(ca_key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + dt.timedelta(days=max(days, 1) * 2))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=False,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+            .sign(ca_key, hashes.SHA256())
+        )
+    else:
+        ca_cert, ca_key = ca
+    key = ec.generate_private_key(ec.SECP256R1())
+    sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns]
+    sans += [x509.IPAddress(a) for a in addresses]
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name(dns[0] if dns else str(addresses[0])))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=days))
+        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    target = Path(out)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        _write(target / "ca.crt", ca_cert.public_bytes(serialization.Encoding.PEM), 0o644)
+        # key first: a watcher that sees the new certificate finds its key already there
+        _write(target / "tls.key", _pem_key(key), 0o600)
+        _write(target / "tls.crt", cert.public_bytes(serialization.Encoding.PEM), 0o644)
+    except OSError as exc:
+        raise UserError(f"{target}: cannot write certificates: {exc}") from None
+    return ca_cert, ca_key

@@ -1,0 +1,92 @@
+"""``trainyard certs | serve | mutate``: the webhook's commands."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "certs",
+        help="write a local CA and a serving certificate (ca.crt, tls.crt, tls.key)",
+        description="Write ca.crt, tls.crt and tls.key for running the webhook locally. "
+        "In a cluster, cert-manager issues them (base/webhook).",
+    )
+    p.add_argument("--out", required=True, metavar="DIR", help="directory to write into (created)")
+    p.add_argument("--dns", action="append", default=[], metavar="NAME", help="DNS subject alternative name")
+    p.add_argument("--ip", action="append", default=[], metavar="ADDR", help="IP subject alternative name")
+    p.add_argument("--days", type=int, default=365, help="validity of the serving certificate (default 365)")
+    p.set_defaults(func=_certs)
+
+    p = sub.add_parser(
+        "serve",
+        help="serve the mutating webhook over TLS",
+        description="Serve POST /mutate (AdmissionReview v1), /healthz, /readyz and /metrics over TLS 1.2+. "
+        "Certificates and policies are reloaded when their files change.",
+    )
+    p.add_argument("--policies", required=True, metavar="DIR", help="directory of FabricProfile YAML files")
+    p.add_argument("--profile", required=True, metavar="NAME", help="default profile for unlabelled pods")
+    p.add_argument("--tls-dir", required=True, metavar="DIR", help="directory holding tls.crt and tls.key")
+    p.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
+    p.add_argument("--port", type=int, default=8443, help="port (default 8443)")
+    p.add_argument(
+        "--reload-interval",
+        type=float,
+        default=2.0,
+        metavar="SECONDS",
+        help="how often to check certificates and policies for changes (default 2)",
+    )
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.set_defaults(func=_serve)
+
+    p = sub.add_parser(
+        "mutate",
+        help="run the webhook on a file: AdmissionReview -> response, Pod -> mutated Pod",
+        description="An AdmissionReview in gives the response the server would give; a Pod (YAML or JSON) "
+        "in gives the Pod as admitted, patch applied. Warnings go to stderr. Exit 1 if the pod is denied.",
+    )
+    p.add_argument("--policies", required=True, metavar="DIR", help="directory of FabricProfile YAML files")
+    p.add_argument("--profile", required=True, metavar="NAME", help="default profile for unlabelled pods")
+    p.add_argument("--namespace", default="default", help="namespace of a Pod that names none (default: default)")
+    p.add_argument("file", metavar="FILE", help="a Pod or an AdmissionReview, YAML or JSON; - for stdin")
+    p.set_defaults(func=_mutate)
+
+
+def _certs(args: argparse.Namespace) -> int:
+    from webhook.certs import generate
+
+    generate(args.out, dns=args.dns, ips=args.ip, days=args.days)
+    print(f"wrote {args.out}/ca.crt, {args.out}/tls.crt, {args.out}/tls.key")
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from webhook.server import serve
+
+    serve(
+        args.policies,
+        args.profile,
+        args.tls_dir,
+        host=args.host,
+        port=args.port,
+        reload_interval=args.reload_interval,
+        log_level=args.log_level,
+    )
+    return 0
+
+
+def _mutate(args: argparse.Namespace) -> int:
+    from webhook.offline import mutate_document, read_document
+    from webhook.server import load_checked
+
+    policies = load_checked(Path(args.policies), args.profile)
+    doc, is_json = read_document(args.file)
+    result = mutate_document(doc, is_json, policies, args.profile, args.namespace)
+    for warning in result.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    if result.note:
+        print(f"# {result.note}", file=sys.stderr)
+    sys.stdout.write(result.text if result.text.endswith("\n") else result.text + "\n")
+    return 0

@@ -1,0 +1,478 @@
+"""The mutation engine: (pod, profile, namespace) -> JSONPatch operations + warnings.
+
+Pure: no I/O, no globals, no framework types. The server, ``trainyard mutate``,
+``trainyard preview`` and the tests all call :func:`mutate` (or :func:`admit`, which first
+decides whether and with which profile a pod is mutated).
+
+Rules (each a function below, applied to the trainer containers only; init containers and
+sidecars are never touched):
+
+- networks: keep every attachment the pod asks for, in order; add the profile's; make sure the
+  fabric attachment's interface collides with no other;
+- env: the profile's values where the pod has none; enforced keys (NCCL_SOCKET_IFNAME always)
+  overridden with a warning; TRAINYARD_* for the trainer's start-up checks;
+- capabilities: the profile's (IPC_LOCK) appended to ``securityContext.capabilities.add``;
+- /dev/shm: a memory-backed emptyDir sized by the profile's rule, unless one is mounted;
+- RDMA resources for containers that ask for GPUs; a GPU toleration for GPU pods;
+- topology: co-locate the job's pods, spread them over hosts.
+
+The patch is built from explicit ``add`` operations against the pod as received (one
+``replace`` where an enforced env var comes from ``valueFrom``): never by diffing documents.
+A pod the engine already mutated yields no operations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Literal
+
+from trainyard.nccl_lint import lint_env
+from webhook import networks as netann
+from webhook.policy import CompiledProfile, PolicySet
+from webhook.quantity import QuantityError, format_bytes, parse_quantity
+
+OPT_OUT = "trainyard.dev/inject"
+FABRIC_LABEL = "trainyard.dev/fabric"
+MIRROR = "kubernetes.io/config.mirror"
+JOB_LABEL = "training.kubeflow.org/job-name"
+SHM_PATH = "/dev/shm"
+SHM_VOLUME = "trainyard-shm"
+ENV_FABRIC = "TRAINYARD_FABRIC"
+ENV_TRANSPORT = "TRAINYARD_EXPECT_TRANSPORT"
+ENV_SHM = "TRAINYARD_SHM_BYTES"
+
+Op = dict[str, Any]
+
+
+@dataclass(slots=True)
+class Mutation:
+    ops: list[Op] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    skipped: str | None = None  # why the pod was left alone, when it was
+    interface: str | None = None  # the fabric interface the pod's trainers will use
+
+
+@dataclass(slots=True)
+class Decision:
+    """What to do with one pod: mutate it with ``profile``, leave it, or deny it."""
+
+    action: Literal["mutate", "skip", "deny"]
+    profile: CompiledProfile | None = None
+    reason: str = ""
+    mutation: Mutation | None = None
+
+
+def escape(token: str) -> str:
+    """JSON Pointer token escaping (RFC 6901): '~' -> '~0', '/' -> '~1'."""
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def _dict(value: object) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: object) -> list:
+    return value if isinstance(value, list) else []
+
+
+def _walk(parent: object, path: str, keys: tuple[str, ...]) -> tuple[object, str, int]:
+    """Follow ``keys`` through existing mappings: (deepest node, its path, keys found)."""
+    node = parent
+    for depth, key in enumerate(keys):
+        child = node.get(key) if isinstance(node, dict) else None
+        if not isinstance(child, dict):
+            return node, path, depth
+        node, path = child, f"{path}/{escape(key)}"
+    return node, path, len(keys)
+
+
+def _create(ops: list[Op], path: str, keys: tuple[str, ...], leaf: Any) -> None:
+    """One op that creates ``keys[0]`` under ``path`` with ``leaf`` nested under the rest
+    (``add`` on a null member replaces it)."""
+    value = leaf
+    for key in reversed(keys[1:]):
+        value = {key: value}
+    ops.append({"op": "add", "path": f"{path}/{escape(keys[0])}", "value": value})
+
+
+def _merge(ops: list[Op], parent: object, path: str, keys: tuple[str, ...], items: dict) -> None:
+    """Add each of ``items`` to the mapping at ``parent[keys...]``, creating what is missing."""
+    if not items:
+        return
+    _, path, depth = _walk(parent, path, keys)
+    if depth < len(keys):
+        _create(ops, path, keys[depth:], dict(items))
+        return
+    ops.extend({"op": "add", "path": f"{path}/{escape(k)}", "value": v} for k, v in items.items())
+
+
+def _extend(ops: list[Op], parent: object, path: str, keys: tuple[str, ...], items: list) -> None:
+    """Append ``items`` to the list at ``parent[keys...]``, creating it and its parents if missing."""
+    if not items:
+        return
+    node, path, depth = _walk(parent, path, keys[:-1])
+    if depth < len(keys) - 1:
+        _create(ops, path, keys[depth:], list(items))
+        return
+    current = node.get(keys[-1]) if isinstance(node, dict) else None
+    if isinstance(current, list):
+        ops.extend({"op": "add", "path": f"{path}/{escape(keys[-1])}/-", "value": v} for v in items)
+    else:
+        ops.append({"op": "add", "path": f"{path}/{escape(keys[-1])}", "value": list(items)})
+
+
+def _quantity(value: object) -> Decimal | None:
+    if value is None:
+        return None
+    try:
+        return parse_quantity(value)
+    except QuantityError:
+        return None
+
+
+def _resource(container: dict, name: str) -> Decimal | None:
+    resources = _dict(container.get("resources"))
+    for section in ("limits", "requests"):
+        q = _quantity(_dict(resources.get(section)).get(name))
+        if q is not None:
+            return q
+    return None
+
+
+def _cname(container: dict, index: int) -> str:
+    name = container.get("name")
+    return name if isinstance(name, str) and name else f"#{index}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Decision: which pods, which profile
+
+
+def trainer_indices(pod: dict, profile: CompiledProfile) -> list[int]:
+    containers = _list(_dict(pod.get("spec")).get("containers"))
+    return [i for i, c in enumerate(containers) if isinstance(c, dict) and profile.is_trainer_image(c.get("image"))]
+
+
+def admit(pod: object, policies: PolicySet, default: str, namespace: str | None) -> Decision:
+    """Decide what to do with a pod at CREATE and, when it is to be mutated, mutate it."""
+    if not isinstance(pod, dict):
+        return Decision("skip", reason="the object is not a Pod")
+    meta = _dict(pod.get("metadata"))
+    annotations = _dict(meta.get("annotations"))
+    if str(annotations.get(OPT_OUT, "")).strip().lower() == "false":
+        return Decision("skip", reason=f'annotation {OPT_OUT}: "false"')
+    if MIRROR in annotations:
+        return Decision("skip", reason="mirror pod")
+    wanted = _dict(meta.get("labels")).get(FABRIC_LABEL)
+    name = wanted if isinstance(wanted, str) and wanted else default
+    profile = policies.get(name)
+    if profile is None:
+        if not any(trainer_indices(pod, p) for p in policies.profiles.values()):
+            return Decision("skip", reason="no container runs a trainer image")
+        return Decision(
+            "deny",
+            reason=(
+                f"label {FABRIC_LABEL}={name!r} names no fabric profile; known profiles: {', '.join(policies.names)}"
+            ),
+        )
+    mutation = mutate(pod, profile, namespace)
+    if mutation.skipped:
+        return Decision("skip", profile=profile, reason=mutation.skipped)
+    return Decision("mutate", profile=profile, mutation=mutation)
+
+
+# ---------------------------------------------------------------------------------------------
+# The rules
+
+
+def mutate(pod: dict, profile: CompiledProfile, namespace: str | None) -> Mutation:
+    """The JSONPatch operations that give ``pod`` the fabric of ``profile``, and warnings."""
+    out = Mutation()
+    trainers = trainer_indices(pod, profile)
+    if not trainers:
+        out.skipped = "no container runs a trainer image"
+        return out
+    meta = _dict(pod.get("metadata"))
+    spec = _dict(pod.get("spec"))
+    containers = spec["containers"]
+    ns = namespace or meta.get("namespace") or "default"
+    try:
+        out.interface = _networks(out, meta, profile, ns)
+    except netann.NetworksError as exc:
+        raise MutationError(f"annotation {netann.ANNOTATION}: {exc}") from None
+    gpus = sum((_resource(containers[i], profile.spec.gpu_resource) or 0) for i in trainers)
+    shm_bytes = _shm(out, spec, containers, trainers, profile, gpus)
+    _env(out, containers, trainers, profile, out.interface, shm_bytes)
+    _capabilities(out, containers, trainers, profile)
+    _rdma(out, containers, trainers, profile)
+    if gpus > 0:
+        _tolerations(out, spec, profile)
+    job = _dict(meta.get("labels")).get(JOB_LABEL)
+    if isinstance(job, str) and job:
+        _topology(out, spec, profile, job)
+    return out
+
+
+class MutationError(ValueError):
+    """The pod cannot be given its fabric as it stands (a malformed networks annotation)."""
+
+
+def _networks(out: Mutation, meta: dict, profile: CompiledProfile, namespace: str) -> str:
+    annotations = meta.get("annotations")
+    current = netann.parse(_dict(annotations).get(netann.ANNOTATION))
+    attachments = current.attachments
+    changed = False
+    fabric_position = None
+    for k, net in enumerate(profile.spec.networks):
+        wanted_ns = net.namespace or namespace
+        position = next(
+            (i for i, a in enumerate(attachments) if a.name == net.name and (a.namespace or namespace) == wanted_ns),
+            None,
+        )
+        if position is None:
+            attachments.append(netann.Attachment(net.name, net.namespace, net.interface))
+            position = len(attachments) - 1
+            changed = True
+        if k == 0:
+            fabric_position = position
+    # Multus names unnamed attachments net<position>; two attachments on one name fail the pod.
+    # Give the fabric attachment a free explicit name when its own collides with another's.
+    names = current.interfaces()
+    fabric = attachments[fabric_position]
+    mine = names[fabric_position]
+    others = set(names[:fabric_position] + names[fabric_position + 1 :])
+    if mine in others:
+        taken = set(names)
+        free = next(f"net{j}" for j in range(1, len(names) + 2) if f"net{j}" not in taken)
+        out.warnings.append(
+            f"interface {mine} of attachment {fabric.name} collides with another attachment; it is named {free} instead"
+        )
+        fabric.interface = free
+        mine = free
+        changed = True
+    if changed:
+        _merge(out.ops, meta, "/metadata", ("annotations",), {netann.ANNOTATION: current.render()})
+    return mine
+
+
+def _env(
+    out: Mutation,
+    containers: list,
+    trainers: list[int],
+    profile: CompiledProfile,
+    interface: str,
+    shm_bytes: int,
+) -> None:
+    wanted: list[tuple[str, str, bool]] = [(n, v, n in profile.enforced) for n, v in profile.env_values]
+    wanted += [(n, interface, n in profile.enforced) for n in profile.env_from_interface]
+    wanted += [
+        (ENV_FABRIC, profile.name, True),
+        (ENV_TRANSPORT, profile.spec.transport, True),
+        (ENV_SHM, str(shm_bytes), True),
+    ]
+    for i in trainers:
+        c = containers[i]
+        env = _list(c.get("env"))
+        seen: dict[str, list[int]] = {}
+        for j, e in enumerate(env):
+            if isinstance(e, dict) and isinstance(e.get("name"), str):
+                seen.setdefault(e["name"], []).append(j)
+        new = []
+        for name, value, enforced in wanted:
+            if name not in seen:
+                new.append({"name": name, "value": value})
+            elif enforced:
+                for j in seen[name]:
+                    _enforce(out, c, i, j, value, profile.name, interface)
+        _extend(out.ops, c, f"/spec/containers/{i}", ("env",), new)
+        user_nccl = (
+            (e["name"], e.get("value") if isinstance(e.get("value"), str) else None)
+            for e in env
+            if isinstance(e, dict) and isinstance(e.get("name"), str) and e["name"].startswith("NCCL_")
+        )
+        for finding in lint_env(user_nccl, expect_transport=profile.spec.transport):
+            out.warnings.append(f"container {_cname(c, i)}: {finding.message}")
+
+
+def _enforce(out: Mutation, c: dict, i: int, j: int, value: str, fabric: str, interface: str) -> None:
+    """Make env entry ``j`` of container ``i`` say ``value``, with a warning saying from what."""
+    e = c["env"][j]
+    name, have = e["name"], e.get("value")
+    path = f"/spec/containers/{i}/env/{j}"
+    if e.get("valueFrom") is not None:
+        out.ops.append({"op": "replace", "path": path, "value": {"name": name, "value": value}})
+        have = "valueFrom"
+    elif have == value or (value == interface and isinstance(have, str) and have == f"={value}"):
+        return  # "=net1" is NCCL's exact-match form of "net1"
+    else:
+        out.ops.append({"op": "add", "path": f"{path}/value", "value": value})
+    out.warnings.append(
+        f"container {_cname(c, i)}: {name} {have or '(empty)'} -> {value} (enforced by fabric {fabric})"
+    )
+
+
+def _capabilities(out: Mutation, containers: list, trainers: list[int], profile: CompiledProfile) -> None:
+    caps = profile.spec.capabilities
+    if not caps:
+        return
+    for i in trainers:
+        c = containers[i]
+        have = _list(_dict(_dict(c.get("securityContext")).get("capabilities")).get("add"))
+        missing = [cap for cap in caps if cap not in have]
+        _extend(out.ops, c, f"/spec/containers/{i}", ("securityContext", "capabilities", "add"), missing)
+
+
+def _shm_mount(container: dict) -> str | None:
+    for m in _list(container.get("volumeMounts")):
+        if isinstance(m, dict) and str(m.get("mountPath", "")).rstrip("/") == SHM_PATH:
+            name = m.get("name")
+            return name if isinstance(name, str) else ""
+    return None
+
+
+def shm_size(profile: CompiledProfile, gpus: Decimal | int, memory_limit: Decimal | None) -> int:
+    """The profile's /dev/shm rule: min(perGPU x GPUs, max), capped at a fraction of the memory
+    limit when there is one, at least min."""
+    rule = profile.spec.shm
+    size = min(int(rule.per_gpu * gpus), rule.max)
+    if memory_limit is not None:
+        size = min(size, int(memory_limit * Decimal(str(rule.memory_limit_fraction))))
+    return max(size, rule.min)
+
+
+def _shm(
+    out: Mutation,
+    spec: dict,
+    containers: list,
+    trainers: list[int],
+    profile: CompiledProfile,
+    gpus: Decimal,
+) -> int:
+    limits = [q for i in trainers if (q := _memory_limit(containers[i])) is not None]
+    memory_limit = sum(limits) if limits else None
+    size = shm_size(profile, gpus, memory_limit)
+    fraction = profile.spec.shm.memory_limit_fraction
+    if memory_limit is not None and size > memory_limit * Decimal(str(fraction)):
+        out.warnings.append(
+            f"/dev/shm of {format_bytes(size)} (the profile's minimum) is more than {fraction:g} of the "
+            f"trainers' memory limit {format_bytes(int(memory_limit))}: raise the limit"
+        )
+    mounts = {i: _shm_mount(containers[i]) for i in trainers}
+    volumes = _list(spec.get("volumes"))
+    existing = next((v for v in mounts.values() if v is not None), None)
+    if existing is None:
+        taken = {v.get("name") for v in volumes if isinstance(v, dict)}
+        name, n = SHM_VOLUME, 1
+        while name in taken:
+            n += 1
+            name = f"{SHM_VOLUME}-{n}"
+        volume = {"name": name, "emptyDir": {"medium": "Memory", "sizeLimit": format_bytes(size)}}
+        _extend(out.ops, spec, "/spec", ("volumes",), [volume])
+    else:
+        name = existing
+        volume = next((v for v in volumes if isinstance(v, dict) and v.get("name") == name), {})
+        empty_dir = volume.get("emptyDir")
+        if not isinstance(empty_dir, dict) or empty_dir.get("medium") != "Memory":
+            out.warnings.append(
+                f"volume {name} mounted at /dev/shm is not a memory-backed emptyDir: "
+                "NCCL and DataLoader workers will be slow or fail"
+            )
+        else:
+            limit = _quantity(empty_dir.get("sizeLimit"))
+            if limit is not None:
+                if memory_limit is not None and limit > memory_limit * Decimal(str(fraction)):
+                    out.warnings.append(
+                        f"/dev/shm sizeLimit {empty_dir.get('sizeLimit')} is more than {fraction:g} of the "
+                        f"trainers' memory limit {format_bytes(int(memory_limit))}: the pod can be OOM-killed"
+                    )
+                size = int(limit)
+    for i, mounted in mounts.items():
+        if mounted is None:
+            _extend(
+                out.ops,
+                containers[i],
+                f"/spec/containers/{i}",
+                ("volumeMounts",),
+                [{"name": name, "mountPath": SHM_PATH}],
+            )
+    return size
+
+
+def _memory_limit(container: dict) -> Decimal | None:
+    return _quantity(_dict(_dict(container.get("resources")).get("limits")).get("memory"))
+
+
+def _rdma(out: Mutation, containers: list, trainers: list[int], profile: CompiledProfile) -> None:
+    wanted = profile.spec.rdma_resources
+    if not wanted:
+        return
+    for i in trainers:
+        c = containers[i]
+        if not (_resource(c, profile.spec.gpu_resource) or 0) > 0:
+            continue
+        missing = {name: qty for name, qty in wanted.items() if _resource(c, name) is None}
+        if missing:
+            _merge(out.ops, c, f"/spec/containers/{i}", ("resources", "limits"), missing)
+
+
+def _tolerated(existing: Iterable[object], key: str | None) -> bool:
+    for t in existing:
+        if not isinstance(t, dict):
+            continue
+        if t.get("key") == key or (not t.get("key") and t.get("operator") == "Exists"):
+            return True
+    return False
+
+
+def _tolerations(out: Mutation, spec: dict, profile: CompiledProfile) -> None:
+    existing = _list(spec.get("tolerations"))
+    missing = [t.as_k8s() for t in profile.spec.tolerations if not _tolerated(existing, t.key)]
+    _extend(out.ops, spec, "/spec", ("tolerations",), missing)
+
+
+def _topology(out: Mutation, spec: dict, profile: CompiledProfile, job: str) -> None:
+    selector = {"matchLabels": {JOB_LABEL: job}}
+    colocate = profile.spec.topology.colocate
+    if colocate is not None:
+        term = {"labelSelector": selector, "topologyKey": colocate.key}
+        affinity = _dict(_dict(spec.get("affinity")).get("podAffinity"))
+        if colocate.mode == "required":
+            terms = _list(affinity.get("requiredDuringSchedulingIgnoredDuringExecution"))
+            if term not in terms:
+                _extend(
+                    out.ops,
+                    spec,
+                    "/spec",
+                    ("affinity", "podAffinity", "requiredDuringSchedulingIgnoredDuringExecution"),
+                    [term],
+                )
+        else:
+            terms = _list(affinity.get("preferredDuringSchedulingIgnoredDuringExecution"))
+            if not any(isinstance(t, dict) and t.get("podAffinityTerm") == term for t in terms):
+                _extend(
+                    out.ops,
+                    spec,
+                    "/spec",
+                    ("affinity", "podAffinity", "preferredDuringSchedulingIgnoredDuringExecution"),
+                    [{"weight": colocate.weight, "podAffinityTerm": term}],
+                )
+    spread = profile.spec.topology.spread
+    if spread is not None:
+        constraints = _list(spec.get("topologySpreadConstraints"))
+        if not any(isinstance(c, dict) and c.get("topologyKey") == spread.key for c in constraints):
+            _extend(
+                out.ops,
+                spec,
+                "/spec",
+                ("topologySpreadConstraints",),
+                [
+                    {
+                        "maxSkew": 1,
+                        "topologyKey": spread.key,
+                        "whenUnsatisfiable": spread.when_unsatisfiable,
+                        "labelSelector": selector,
+                    }
+                ],
+            )

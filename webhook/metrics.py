@@ -1,0 +1,50 @@
+"""Prometheus metrics of the webhook, on a registry of their own (no process-global state)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+OUTCOMES = ("patched", "unchanged", "skipped", "denied", "error", "invalid", "too_large", "unsupported_media")
+
+
+class Metrics:
+    content_type = CONTENT_TYPE_LATEST
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.reviews = Counter(
+            "trainyard_webhook_reviews",
+            "AdmissionReviews answered, by outcome",
+            ["outcome"],
+            registry=self.registry,
+        )
+        for outcome in OUTCOMES:
+            self.reviews.labels(outcome)  # export zeroes, so rate() works from the first scrape
+        self.latency = Histogram(
+            "trainyard_webhook_review_duration_seconds",
+            "Time to answer one AdmissionReview, body read to response built",
+            buckets=(0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
+            registry=self.registry,
+        )
+        self.policy_reloads = Counter(
+            "trainyard_webhook_policy_reloads",
+            "Policy directory reloads, by result (a failure keeps the last good set)",
+            ["result"],
+            registry=self.registry,
+        )
+        self.cert_reloads = Counter(
+            "trainyard_webhook_certificate_reloads",
+            "TLS certificate reloads, by result (a failure keeps the serving certificate)",
+            ["result"],
+            registry=self.registry,
+        )
+        for counter in (self.policy_reloads, self.cert_reloads):
+            counter.labels("success")
+            counter.labels("failure")
+        self.profiles = Gauge(
+            "trainyard_webhook_profiles", "FabricProfiles in the active policy set", registry=self.registry
+        )
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,338 @@
+"""FabricProfile documents: typed, validated once at load.
+
+A profile is data: which images are trainers, which fabric attachment they need, and what the
+engine injects. ``load_policies(dir)`` reads every ``*.yaml`` in a directory and returns a
+:class:`PolicySet` or raises :class:`PolicyError` whose message names the file and the field.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from trainyard.errors import UserError
+from trainyard.nccl_lint import Finding, lint_env
+from webhook.images import ImageRef, parse_image
+from webhook.quantity import QuantityError, parse_quantity
+
+API_VERSION = "trainyard.dev/v1alpha1"
+KIND = "FabricProfile"
+SOCKET_IFNAME = "NCCL_SOCKET_IFNAME"
+# Set by the engine itself for the trainer's start-up checks; a profile may not set them.
+RESERVED_ENV = ("TRAINYARD_FABRIC", "TRAINYARD_EXPECT_TRANSPORT", "TRAINYARD_SHM_BYTES")
+
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+_IFNAME = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
+_RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+class PolicyError(UserError, ValueError):
+    """A policy file is wrong; the message names the file and the field."""
+
+
+def _quantity(value: object) -> Decimal:
+    try:
+        return parse_quantity(value)
+    except QuantityError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _quantity_text(value: object) -> str:
+    """A valid quantity, kept as the text the profile wrote (it goes into pod specs as is)."""
+    _quantity(value)
+    return str(value)
+
+
+def _bytes(value: object) -> int:
+    q = _quantity(value)
+    if q <= 0 or q != q.to_integral_value():
+        raise ValueError(f"{value!r} must be a positive whole number of bytes (examples: 8Gi, 512Mi)")
+    return int(q)
+
+
+def _matches(pattern: re.Pattern[str], what: str):
+    def check(value: str) -> str:
+        if not pattern.match(value):
+            raise ValueError(f"{value!r} is not a valid {what}")
+        return value
+
+    return AfterValidator(check)
+
+
+Bytes = Annotated[int, BeforeValidator(_bytes)]
+Dns1123Label = Annotated[str, _matches(_DNS1123_LABEL, "DNS-1123 label (lower case, digits, '-')")]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True)
+
+
+class Network(_Model):
+    """One NetworkAttachmentDefinition the trainer pods must be attached to."""
+
+    name: Dns1123Label  # Multus accepts DNS-1123 labels only
+    namespace: Dns1123Label | None = None
+    interface: Annotated[str, _matches(_IFNAME, "interface name (at most 15 characters)")] | None = None
+
+
+class EnvVar(_Model):
+    name: Annotated[str, _matches(_ENV_NAME, "environment variable name")]
+    value: str | None = None
+    # "interface": the value is the interface the fabric attachment (networks[0]) gets in the pod.
+    from_network: Literal["interface"] | None = None
+    enforced: bool = False
+
+    @model_validator(mode="after")
+    def _one_source(self) -> EnvVar:
+        if (self.value is None) == (self.from_network is None):
+            raise ValueError("set exactly one of 'value' and 'fromNetwork'")
+        return self
+
+
+class ShmRule(_Model):
+    """Size of the memory-backed /dev/shm: min(perGPU x GPUs, max), capped at
+    memoryLimitFraction of the trainer containers' memory limit, at least min."""
+
+    per_gpu: Bytes = Field(alias="perGPU")
+    max: Bytes
+    min: Bytes
+    memory_limit_fraction: float = Field(0.5, gt=0, le=1)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ShmRule:
+        if self.min > self.max:
+            raise ValueError(f"min ({self.min} bytes) is larger than max ({self.max} bytes)")
+        return self
+
+
+class Colocate(_Model):
+    key: str = "topology.kubernetes.io/zone"
+    mode: Literal["preferred", "required"] = "preferred"
+    weight: int = Field(100, ge=1, le=100)
+
+
+class Spread(_Model):
+    key: str = "kubernetes.io/hostname"
+    when_unsatisfiable: Literal["DoNotSchedule", "ScheduleAnyway"] = "ScheduleAnyway"
+
+
+class Topology(_Model):
+    colocate: Colocate | None = Colocate()
+    spread: Spread | None = Spread()
+
+
+class Toleration(_Model):
+    key: str | None = None
+    operator: Literal["Exists", "Equal"] = "Exists"
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    toleration_seconds: int | None = None
+
+    def as_k8s(self) -> dict:
+        return self.model_dump(by_alias=True, exclude_none=True)
+
+
+class Spec(_Model):
+    description: str = ""
+    trainer_images: list[str] = Field(min_length=1)
+    transport: Literal["IB", "Socket"]
+    networks: list[Network] = Field(min_length=1)
+    env: list[EnvVar] = []
+    gpu_resource: str = "nvidia.com/gpu"
+    rdma_resources: dict[
+        Annotated[str, _matches(_RESOURCE_NAME, "resource name")],
+        Annotated[str, BeforeValidator(_quantity_text)],
+    ] = {}
+    capabilities: list[Annotated[str, _matches(re.compile(r"^[A-Z_]+$"), "capability (e.g. IPC_LOCK)")]] = []
+    shm: ShmRule
+    topology: Topology = Topology()
+    tolerations: list[Toleration] = []
+
+    @model_validator(mode="after")
+    def _env_rules(self) -> Spec:
+        names = [e.name for e in self.env]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"env declares {', '.join(dupes)} more than once")
+        by_name = {e.name: e for e in self.env}
+        ifname = by_name.get(SOCKET_IFNAME)
+        if ifname is None or ifname.from_network != "interface" or not ifname.enforced:
+            raise ValueError(
+                f"env must declare {SOCKET_IFNAME} with 'fromNetwork: interface' and 'enforced: true': "
+                "NCCL must use the interface of the fabric attachment, whatever a pod says"
+            )
+        for e in self.env:
+            if e.name in RESERVED_ENV:
+                raise ValueError(f"env may not set {e.name}: the engine sets it from the profile")
+        return self
+
+
+class Metadata(_Model):
+    name: Dns1123Label
+
+
+class FabricProfile(_Model):
+    api_version: Literal["trainyard.dev/v1alpha1"]
+    kind: Literal["FabricProfile"]
+    metadata: Metadata
+    spec: Spec
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+
+@dataclass(frozen=True)
+class CompiledProfile:
+    """A profile with the lookups the engine needs precomputed (hot path stays cheap)."""
+
+    profile: FabricProfile
+    trainer_images: frozenset[tuple[str, str]]  # (domain, path) of each trainer repository
+    warnings: tuple[Finding, ...] = ()
+    env_values: tuple[tuple[str, str], ...] = field(default=())  # (name, fixed value)
+    env_from_interface: tuple[str, ...] = ()
+    enforced: frozenset[str] = frozenset()
+
+    @property
+    def name(self) -> str:
+        return self.profile.name
+
+    @property
+    def spec(self) -> Spec:
+        return self.profile.spec
+
+    def is_trainer_image(self, image: object) -> bool:
+        ref = parse_image(image) if isinstance(image, str) else None
+        return ref is not None and (ref.domain, ref.path) in self.trainer_images
+
+
+def compile_profile(profile: FabricProfile) -> CompiledProfile:
+    spec = profile.spec
+    repos: set[tuple[str, str]] = set()
+    for image in spec.trainer_images:
+        ref: ImageRef | None = parse_image(image)
+        if ref is None or ref.tag or ref.digest:
+            raise ValueError(f"trainerImages: {image!r} must be a repository without tag or digest")
+        repos.add((ref.domain, ref.path))
+    return CompiledProfile(
+        profile=profile,
+        trainer_images=frozenset(repos),
+        env_values=tuple((e.name, e.value) for e in spec.env if e.value is not None),
+        env_from_interface=tuple(e.name for e in spec.env if e.from_network == "interface"),
+        enforced=frozenset(e.name for e in spec.env if e.enforced),
+    )
+
+
+@dataclass(frozen=True)
+class PolicySet:
+    profiles: dict[str, CompiledProfile]
+    source: str = ""
+
+    def get(self, name: str) -> CompiledProfile | None:
+        return self.profiles.get(name)
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self.profiles)
+
+    @property
+    def warnings(self) -> list[str]:
+        return [f"{name}: {w}" for name, p in sorted(self.profiles.items()) for w in p.warnings]
+
+
+def _field_path(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(document)"
+
+
+def _describe(exc: ValidationError, where: str) -> str:
+    lines = []
+    for err in exc.errors(include_url=False):
+        loc = _field_path(err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field (check its spelling against the FabricProfile reference)"
+        elif err["type"] == "missing":
+            msg = "required field is missing"
+        lines.append(f"{where}: {loc}: {msg}")
+    return "\n".join(lines)
+
+
+def parse_profile(data: object, where: str) -> CompiledProfile:
+    """Validate one FabricProfile document; ``where`` names it in error messages."""
+    if not isinstance(data, dict):
+        raise PolicyError(f"{where}: expected a FabricProfile mapping, got {type(data).__name__}")
+    try:
+        profile = FabricProfile.model_validate(data)
+    except ValidationError as exc:
+        raise PolicyError(_describe(exc, where)) from None
+    try:
+        compiled = compile_profile(profile)
+    except ValueError as exc:
+        raise PolicyError(f"{where}: spec.{exc}") from None
+    env = [(e.name, e.value) for e in profile.spec.env]
+    findings = lint_env(env, expect_transport=profile.spec.transport)
+    bad = [f for f in findings if f.severity == "error"]
+    if bad:
+        raise PolicyError("\n".join(f"{where}: spec.env.{f.name}: {f.message}" for f in bad))
+    return CompiledProfile(**{**compiled.__dict__, "warnings": tuple(f for f in findings if f.severity == "warning")})
+
+
+def load_policies(directory: str | Path) -> PolicySet:
+    """Load every ``*.yaml``/``*.yml`` FabricProfile in ``directory`` (not recursive).
+
+    Files whose kind is not FabricProfile (a kustomization.yaml, say) are skipped. A directory
+    with no profile, a YAML error, an invalid profile or two profiles of the same name is a
+    PolicyError naming the file.
+    """
+    root = Path(directory)
+    if not root.is_dir():
+        raise PolicyError(f"{root}: not a directory of FabricProfile files")
+    profiles: dict[str, CompiledProfile] = {}
+    origin: dict[str, Path] = {}
+    files = sorted(p for p in root.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+    for path in files:
+        try:
+            docs = list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            at = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
+            problem = getattr(exc, "problem", None) or str(exc)
+            raise PolicyError(f"{path}{at}: not valid YAML: {problem}") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise PolicyError(f"{path}: cannot read: {exc}") from None
+        for i, doc in enumerate(docs):
+            if doc is None or (isinstance(doc, dict) and doc.get("kind") != KIND):
+                continue
+            where = str(path) if len(docs) == 1 else f"{path} (document {i + 1})"
+            compiled = parse_profile(doc, where)
+            if compiled.name in profiles:
+                raise PolicyError(
+                    f"{where}: metadata.name: profile {compiled.name!r} is already defined in {origin[compiled.name]}"
+                )
+            profiles[compiled.name] = compiled
+            origin[compiled.name] = path
+    if not profiles:
+        raise PolicyError(f"{root}: no FabricProfile documents found (expected {root}/<fabric>.yaml)")
+    return PolicySet(profiles=profiles, source=str(root))
