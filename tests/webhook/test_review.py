@@ -1,0 +1,128 @@
+"""The AdmissionReview v1 contract, without HTTP."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+
+import orjson
+import pytest
+
+from tests.webhook.conftest import apply, example, pod, trainer
+from webhook.review import MAX_WARNING, review
+
+
+def admission_review(
+    obj: dict, operation: str = "CREATE", kind: str = "Pod", group: str = "", namespace: str = "ml", **extra
+) -> dict:
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": str(uuid.uuid4()),
+            "kind": {"group": group, "version": "v1", "kind": kind},
+            "resource": {"group": group, "version": "v1", "resource": kind.lower() + "s"},
+            "requestKind": {"group": group, "version": "v1", "kind": kind},
+            "requestResource": {"group": group, "version": "v1", "resource": kind.lower() + "s"},
+            "name": (obj.get("metadata") or {}).get("name", ""),
+            "namespace": namespace,
+            "operation": operation,
+            "userInfo": {"username": "system:serviceaccount:kubeflow:training-operator"},
+            "object": obj,
+            "oldObject": None,
+            "dryRun": False,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
+            **extra,
+        },
+    }
+
+
+def answer(policies, body: dict | bytes) -> tuple[int, dict]:
+    raw = body if isinstance(body, bytes) else orjson.dumps(body)
+    status, payload, _ = review(raw, policies, "roce")
+    return status, orjson.loads(payload)
+
+
+def test_pod_create_gets_a_base64_json_patch_with_the_same_uid(policies):
+    p = example("pytorchjob-worker.yaml")
+    req = admission_review(p)
+    status, out = answer(policies, req)
+    assert status == 200
+    assert out["apiVersion"] == "admission.k8s.io/v1" and out["kind"] == "AdmissionReview"
+    resp = out["response"]
+    assert resp["uid"] == req["request"]["uid"] and resp["allowed"] is True
+    assert resp["patchType"] == "JSONPatch"
+    mutated = apply(p, orjson.loads(base64.b64decode(resp["patch"])))
+    env = {e["name"]: e.get("value") for e in mutated["spec"]["containers"][0]["env"]}
+    assert env["NCCL_SOCKET_IFNAME"] == "net1"
+    assert resp["warnings"] and all(len(w) <= MAX_WARNING for w in resp["warnings"])
+    assert any(w.startswith("trainyard: container pytorch: NCCL_SOCKET_IFNAME eth0 -> net1") for w in resp["warnings"])
+
+
+def test_already_mutated_pod_is_allowed_without_a_patch(policies):
+    p = example("tfjob-chief.yaml")
+    _, first = answer(policies, admission_review(p))
+    mutated = apply(p, orjson.loads(base64.b64decode(first["response"]["patch"])))
+    _, second = answer(policies, admission_review(mutated))
+    assert second["response"]["allowed"] is True and "patch" not in second["response"]
+
+
+@pytest.mark.parametrize(
+    ("operation", "kind", "group"),
+    [("UPDATE", "Pod", ""), ("DELETE", "Pod", ""), ("CREATE", "Deployment", "apps"), ("CREATE", "Pod", "example.com")],
+)
+def test_other_kinds_and_operations_are_allowed_untouched(policies, operation, kind, group):
+    _, out = answer(policies, admission_review(pod(trainer()), operation=operation, kind=kind, group=group))
+    assert out["response"]["allowed"] is True and "patch" not in out["response"]
+
+
+def test_subresources_and_system_namespaces_are_untouched(policies):
+    _, sub = answer(policies, admission_review(pod(trainer()), subResource="ephemeralcontainers"))
+    _, system = answer(policies, admission_review(pod(trainer()), namespace="kube-system"))
+    assert "patch" not in sub["response"] and "patch" not in system["response"]
+
+
+def test_unknown_profile_is_denied_with_a_message(policies):
+    _, out = answer(policies, admission_review(pod(trainer(), labels={"trainyard.dev/fabric": "nvlink"})))
+    resp = out["response"]
+    assert resp["allowed"] is False and resp["status"]["code"] == 400
+    assert "known profiles: ib, roce, tcp" in resp["status"]["message"]
+
+
+def test_malformed_networks_annotation_is_denied(policies):
+    p = pod(trainer(), annotations={"k8s.v1.cni.cncf.io/networks": "a/b/c"})
+    _, out = answer(policies, admission_review(p))
+    assert out["response"]["allowed"] is False and "networks" in out["response"]["status"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"not json", "not JSON"),
+        (b"[1, 2]", "not a JSON object"),
+        (
+            b'{"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview", "request": {}}',
+            "expected apiVersion",
+        ),
+        (b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}', "no 'request'"),
+        (b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": ""}}', "request.uid"),
+    ],
+)
+def test_bad_bodies_are_400_with_a_message(policies, body, message):
+    status, out = answer(policies, body)
+    assert status == 400 and message in out["error"]
+
+
+def test_missing_object_on_pod_create_is_400(policies):
+    req = admission_review(pod(trainer()))
+    req["request"]["object"] = None
+    status, out = answer(policies, req)
+    assert status == 400 and "request.object" in out["error"]
+
+
+def test_warnings_are_cut_to_120_characters(policies):
+    long_name = "c" * 63
+    p = pod(trainer(long_name, env=[{"name": "NCCL_SOCKET_IFNAME", "value": "eth0" * 20}]))
+    _, out = answer(policies, admission_review(p))
+    assert all(len(w) <= 120 for w in out["response"]["warnings"])
+    assert any(w.endswith("...") for w in out["response"]["warnings"])
