@@ -41,7 +41,7 @@ def setup(tmp_path):
     tls, policies = AtomicDir(tmp_path / "tls"), AtomicDir(tmp_path / "policies")
     tls.write(tls_files(issued))
     policies.write(policy_files())
-    server = Server(policies.path, tls.path, issued / "ca.crt", log=tmp_path / "server.log")
+    server = Server(policies.path, tls.path, issued / "ca.crt", "roce", log=tmp_path / "server.log")
     yield server, tls, policies, ca, issued
     assert server.stop() == 0, server.logs()
 

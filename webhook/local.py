@@ -1,0 +1,113 @@
+"""Run ``trainyard serve`` as a local process: for the demo, the benchmarks and the tests.
+
+The webhook is started exactly as in a cluster (same command, same TLS), on a free loopback
+port, and callers talk to it with a client that verifies the server against the local CA.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, TypeVar
+
+import httpx
+
+T = TypeVar("T")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(condition: Callable[[], T], timeout: float = 15.0, interval: float = 0.05, what: str = "condition") -> T:
+    """Poll ``condition`` until it returns something true; raise TimeoutError naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(interval)
+
+
+class LocalWebhook:
+    """``trainyard serve`` in a subprocess, ready when constructed; stop() drains it (SIGTERM)."""
+
+    def __init__(
+        self,
+        policies: Path,
+        tls: Path,
+        ca: Path,
+        profile: str,
+        log: Path | None = None,
+        reload_interval: float = 0.1,
+        extra_args: tuple[str, ...] = (),
+        startup_timeout: float = 30.0,
+    ) -> None:
+        self.port = free_port()
+        self.ca = ca
+        self.base = f"https://127.0.0.1:{self.port}"
+        self.log_path = log
+        self._log: IO[bytes] | int = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115
+        command = [sys.executable, "-m", "trainyard.cli", "serve", "--policies", str(policies)]
+        command += ["--profile", profile, "--tls-dir", str(tls), "--host", "127.0.0.1", "--port", str(self.port)]
+        command += ["--reload-interval", str(reload_interval), *extra_args]
+        self.proc = subprocess.Popen(command, stdout=self._log, stderr=self._log)
+        try:
+            with self.client() as c:
+                wait_for(lambda: self._healthy(c), timeout=startup_timeout, what="the webhook to answer /healthz")
+        except BaseException:
+            self.stop(signal.SIGKILL)
+            raise
+
+    def ssl_context(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=str(self.ca))
+
+    def client(self, **kwargs: object) -> httpx.Client:
+        return httpx.Client(base_url=self.base, verify=self.ssl_context(), timeout=10, **kwargs)
+
+    def _healthy(self, c: httpx.Client) -> bool:
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"the webhook exited with status {self.proc.returncode}: {self.logs()[-2000:]}")
+        try:
+            return c.get("/healthz").status_code == 200
+        except httpx.TransportError:
+            return False
+
+    def peer_certificate(self) -> bytes:
+        """The certificate a new TLS connection is served (DER)."""
+        with (
+            socket.create_connection(("127.0.0.1", self.port)) as raw,
+            self.ssl_context().wrap_socket(raw, server_hostname="localhost") as tls,
+        ):
+            return tls.getpeercert(binary_form=True)
+
+    def logs(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path and self.log_path.exists() else ""
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        if not isinstance(self._log, int):
+            self._log.close()
+        return code
+
+    def __enter__(self) -> LocalWebhook:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
