@@ -21,7 +21,6 @@ from webhook.review import Record, review
 from webhook.tls import CertStore
 
 MAX_BODY = 3 * 1024 * 1024  # kube-apiserver's own request limit is 3 MiB
-BODY_TIMEOUT = 10.0  # seconds; kube-apiserver gives a webhook at most 30 s, ours is set to 10 s
 
 review_log = logging.getLogger("trainyard.webhook.review")
 
@@ -43,7 +42,7 @@ def _error(status: int, message: str) -> Response:
     return Response(orjson.dumps({"error": message}), status_code=status, media_type="application/json")
 
 
-async def _read_body(request: Request) -> bytes | Response:
+async def _read_body(request: Request, timeout: float) -> bytes | Response:
     length = request.headers.get("content-length")
     if length is not None:
         try:
@@ -53,17 +52,19 @@ async def _read_body(request: Request) -> bytes | Response:
             return _error(400, "Content-Length is not a number")
     body = bytearray()
     try:
-        async with asyncio.timeout(BODY_TIMEOUT):
+        async with asyncio.timeout(timeout):
             async for chunk in request.stream():
                 body += chunk
                 if len(body) > MAX_BODY:
                     return _error(413, f"body is over the {MAX_BODY} byte limit")
     except TimeoutError:
-        return _error(408, f"body not received within {BODY_TIMEOUT:g} s")
+        return _error(408, f"body not received within {timeout:g} s")
     return bytes(body)
 
 
-def create_app(state: State) -> FastAPI:
+def create_app(state: State, request_timeout: float = 10.0) -> FastAPI:
+    """The webhook app; a request body must arrive within ``request_timeout`` seconds (kube-apiserver
+    itself waits at most the webhook's timeoutSeconds, 10 s in base/webhook)."""
     app = FastAPI(
         title="trainyard fabric webhook",
         docs_url=None,
@@ -79,14 +80,15 @@ def create_app(state: State) -> FastAPI:
         if media != "application/json":
             metrics.reviews.labels("unsupported_media").inc()
             return _error(415, f"Content-Type must be application/json, not {media or 'missing'!r}")
-        body = await _read_body(request)
-        if isinstance(body, Response):
-            metrics.reviews.labels("too_large" if body.status_code == 413 else "invalid").inc()
-            return body
-        policies = state.policies
-        if policies is None:
-            return _error(503, "no policies loaded")
-        status, payload, record = review(body, policies, state.default)
+        with metrics.in_flight.track_inprogress():
+            body = await _read_body(request, request_timeout)
+            if isinstance(body, Response):
+                metrics.reviews.labels("too_large" if body.status_code == 413 else "invalid").inc()
+                return body
+            policies = state.policies
+            if policies is None:
+                return _error(503, "no policies loaded")
+            status, payload, record = review(body, policies, state.default)
         elapsed = time.perf_counter() - start
         metrics.reviews.labels(record.outcome).inc()
         metrics.latency.observe(elapsed)

@@ -38,6 +38,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="SECONDS",
         help="how often to check certificates and policies for changes (default 2)",
     )
+    p.add_argument(
+        "--request-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="deadline for a request's headers and for its body; a stalled client is cut off (default 10)",
+    )
+    p.add_argument(
+        "--drain-seconds",
+        type=float,
+        default=20.0,
+        metavar="SECONDS",
+        help="on SIGTERM, how long in-flight requests may take before they are cancelled (default 20)",
+    )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.set_defaults(func=_serve)
 
@@ -73,6 +87,8 @@ def _serve(args: argparse.Namespace) -> int:
         port=args.port,
         reload_interval=args.reload_interval,
         log_level=args.log_level,
+        request_timeout=args.request_timeout,
+        drain_seconds=args.drain_seconds,
     )
     return 0
 

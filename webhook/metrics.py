@@ -42,6 +42,11 @@ class Metrics:
         for counter in (self.policy_reloads, self.cert_reloads):
             counter.labels("success")
             counter.labels("failure")
+        self.in_flight = Gauge(
+            "trainyard_webhook_reviews_in_flight",
+            "POST /mutate requests received (headers read) and not yet answered",
+            registry=self.registry,
+        )
         self.profiles = Gauge(
             "trainyard_webhook_profiles", "FabricProfiles in the active policy set", registry=self.registry
         )

@@ -22,6 +22,7 @@ import uvicorn
 from trainyard.errors import UserError
 from webhook.app import State, create_app
 from webhook.policy import PolicyError, PolicySet, load_policies
+from webhook.protocol import GuardedHttpToolsProtocol
 from webhook.tls import CertStore
 
 log = logging.getLogger("trainyard.webhook")
@@ -133,6 +134,32 @@ def build(policies_dir: str | Path, profile: str, tls_dir: str | Path) -> State:
     return state
 
 
+def uvicorn_server(
+    app: object,
+    certs: CertStore,
+    host: str,
+    port: int,
+    request_timeout: float = 10.0,
+    drain_seconds: float = 20.0,
+) -> uvicorn.Server:
+    """The HTTP server both the webhook and the benchmark's floor server run on: uvicorn with
+    uvloop and httptools, our TLS context (rotation), and a deadline for request headers."""
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_config=None,
+        access_log=False,
+        lifespan="off",
+        loop="uvloop",
+        http=GuardedHttpToolsProtocol.with_timeout(request_timeout),
+        ssl_context_factory=lambda _config, _default: certs.server_context,
+        timeout_keep_alive=30,  # kube-apiserver reuses connections; don't make it re-handshake
+        timeout_graceful_shutdown=drain_seconds,
+    )
+    return uvicorn.Server(config)
+
+
 def serve(
     policies_dir: str | Path,
     profile: str,
@@ -141,24 +168,13 @@ def serve(
     port: int = 8443,
     reload_interval: float = 2.0,
     log_level: str = "info",
+    request_timeout: float = 10.0,
     drain_seconds: float = 20.0,
 ) -> None:
     configure_logging(log_level)
     state = build(policies_dir, profile, tls_dir)
     assert state.certs is not None
-    config = uvicorn.Config(
-        create_app(state),
-        host=host,
-        port=port,
-        log_config=None,
-        access_log=False,
-        timeout_keep_alive=30,  # kube-apiserver reuses connections; don't make it re-handshake
-        timeout_graceful_shutdown=drain_seconds,
-        lifespan="off",
-    )
-    config.load()
-    config.ssl = state.certs.server_context  # ours, so rotation can swap contexts under it
-    server = uvicorn.Server(config)
+    server = uvicorn_server(create_app(state, request_timeout), state.certs, host, port, request_timeout, drain_seconds)
     reloader = Reloader(state, Path(policies_dir), reload_interval)
     reloader.start()
 
