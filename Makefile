@@ -7,13 +7,14 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test demo lint validate tools clean
+.PHONY: help setup test demo lint validate bench tools clean
 
 help:
 	@echo "make demo      the main path end to end on local defaults"
 	@echo "make test      the test suite"
 	@echo "make validate  render and validate every cluster, write pod previews to previews/"
 	@echo "make lint      ruff"
+	@echo "make bench     benchmarks (figures, not pass/fail); needs wrk and hey"
 	@echo "make setup     create .venv and install .[dev] (done by the targets above)"
 
 # A second run is a no-op unless pyproject.toml changed.
@@ -41,6 +42,14 @@ demo: setup
 
 lint: setup
 	$(BIN)/ruff check .
+
+# Figures for the README; each script writes its table to bench/results/.
+bench: setup
+	@command -v wrk >/dev/null 2>&1 && command -v hey >/dev/null 2>&1 || { \
+	  echo "error: the HTTPS benchmark needs the load generators wrk and hey (Debian: apt-get install wrk hey)"; \
+	  exit 2; }
+	$(BIN)/python bench/engine.py
+	$(BIN)/python bench/webhook_http.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

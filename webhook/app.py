@@ -42,7 +42,16 @@ def _error(status: int, message: str) -> Response:
     return Response(orjson.dumps({"error": message}), status_code=status, media_type="application/json")
 
 
-async def _read_body(request: Request, timeout: float) -> bytes | Response:
+def unsupported_media(request: Request) -> Response | None:
+    """A 415 response unless the request says it carries JSON."""
+    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media != "application/json":
+        return _error(415, f"Content-Type must be application/json, not {media or 'missing'!r}")
+    return None
+
+
+async def read_body(request: Request, timeout: float) -> bytes | Response:
+    """The request body, or the error response (413 over MAX_BODY, 408 past ``timeout``)."""
     length = request.headers.get("content-length")
     if length is not None:
         try:
@@ -76,12 +85,12 @@ def create_app(state: State, request_timeout: float = 10.0) -> FastAPI:
     @app.post("/mutate")
     async def mutate(request: Request) -> Response:
         start = time.perf_counter()
-        media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-        if media != "application/json":
+        refused = unsupported_media(request)
+        if refused is not None:
             metrics.reviews.labels("unsupported_media").inc()
-            return _error(415, f"Content-Type must be application/json, not {media or 'missing'!r}")
+            return refused
         with metrics.in_flight.track_inprogress():
-            body = await _read_body(request, request_timeout)
+            body = await read_body(request, request_timeout)
             if isinstance(body, Response):
                 metrics.reviews.labels("too_large" if body.status_code == 413 else "invalid").inc()
                 return body

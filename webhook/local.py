@@ -6,6 +6,7 @@ port, and callers talk to it with a client that verifies the server against the 
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import ssl
@@ -39,6 +40,15 @@ def wait_for(condition: Callable[[], T], timeout: float = 15.0, interval: float 
         time.sleep(interval)
 
 
+def rss_bytes(pid: int) -> int:
+    """Resident set size of a process, from /proc (Linux)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
 class LocalWebhook:
     """``trainyard serve`` in a subprocess, ready when constructed; stop() drains it (SIGTERM)."""
 
@@ -52,16 +62,29 @@ class LocalWebhook:
         reload_interval: float = 0.1,
         extra_args: tuple[str, ...] = (),
         startup_timeout: float = 30.0,
+        cpus: set[int] | None = None,
+        command: list[str] | None = None,
     ) -> None:
+        """``command`` replaces ``trainyard serve`` (the benchmark's floor server takes the same
+        flags); ``cpus`` pins the server to those cores."""
         self.port = free_port()
         self.ca = ca
         self.base = f"https://127.0.0.1:{self.port}"
         self.log_path = log
         self._log: IO[bytes] | int = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115
-        command = [sys.executable, "-m", "trainyard.cli", "serve", "--policies", str(policies)]
-        command += ["--profile", profile, "--tls-dir", str(tls), "--host", "127.0.0.1", "--port", str(self.port)]
-        command += ["--reload-interval", str(reload_interval), *extra_args]
-        self.proc = subprocess.Popen(command, stdout=self._log, stderr=self._log)
+        argv = command or [sys.executable, "-m", "trainyard.cli", "serve"]
+        argv += ["--policies", str(policies), "--profile", profile, "--tls-dir", str(tls)]
+        argv += [
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--reload-interval",
+            str(reload_interval),
+            *extra_args,
+        ]
+        pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=self._log, preexec_fn=pin)
         try:
             with self.client() as c:
                 wait_for(lambda: self._healthy(c), timeout=startup_timeout, what="the webhook to answer /healthz")

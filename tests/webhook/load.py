@@ -65,11 +65,3 @@ def run_load(
         for part in pool.map(_process, [(base, ca, bodies, n, concurrency) for n in share]):
             result.merge(part)
     return result
-
-
-def rss_bytes(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no VmRSS for pid {pid}")

@@ -1,0 +1,116 @@
+"""Engine benchmark: pods mutated per second on one core.
+
+The corpus is the example pods (PyTorchJob master and worker, MPIJob worker, TFJob chief, a pod
+with an init container and a sidecar) plus pods the webhook must leave alone (no trainer image,
+opted out). For each shape, ``engine.admit`` (decision + mutation, the pod already parsed) and
+the whole review (orjson parse of the AdmissionReview, engine, patch serialised to base64, the
+response serialised) are timed; each figure is the median of 5 rounds.
+
+    .venv/bin/python bench/engine.py [--seconds 1] [--out bench/results/engine.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from trainyard.demo import admission_review  # noqa: E402
+from webhook.engine import admit  # noqa: E402
+from webhook.policy import load_policies  # noqa: E402
+from webhook.review import review  # noqa: E402
+
+NON_TRAINER = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "web-7d4b9c", "namespace": "ml", "labels": {"app": "web"}},
+    "spec": {
+        "containers": [
+            {
+                "name": "nginx",
+                "image": "nginx:1.27",
+                "ports": [{"containerPort": 80}],
+                "resources": {"limits": {"cpu": "500m", "memory": "256Mi"}},
+                "env": [{"name": f"VAR_{i}", "value": str(i)} for i in range(10)],
+            }
+        ]
+    },
+}
+
+
+def corpus() -> dict[str, dict]:
+    shapes = {p.stem: yaml.safe_load(p.read_text()) for p in sorted((ROOT / "examples" / "pods").glob("*.yaml"))}
+    shapes["non-trainer"] = NON_TRAINER
+    opted_out = yaml.safe_load((ROOT / "examples" / "pods" / "pytorchjob-master.yaml").read_text())
+    opted_out["metadata"]["annotations"]["trainyard.dev/inject"] = "false"
+    shapes["opted-out"] = opted_out
+    return shapes
+
+
+def rate(fn, seconds: float, rounds: int = 5) -> float:
+    """Calls per second: the median of ``rounds`` rounds of about ``seconds`` each."""
+    fn()
+    results = []
+    for _ in range(rounds):
+        n, start = 0, time.perf_counter()
+        while (elapsed := time.perf_counter() - start) < seconds:
+            for _ in range(100):
+                fn()
+            n += 100
+        results.append(n / elapsed)
+    return statistics.median(results)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=1.0, help="length of one round (default 1)")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "engine.md"))
+    args = parser.parse_args()
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core
+    policies = load_policies(ROOT / "policies")
+    rows = []
+    for name, pod in corpus().items():
+        body = orjson.dumps(admission_review(pod, pod["metadata"].get("namespace", "default")))
+        decision = admit(pod, policies, "roce", "ml")
+        ops = len(decision.mutation.ops) if decision.mutation else 0
+        engine = rate(lambda pod=pod: admit(pod, policies, "roce", "ml"), args.seconds)
+        whole = rate(lambda body=body: review(body, policies, "roce"), args.seconds)
+        rows.append((name, decision.action, ops, len(body), engine, whole))
+        print(f"{name:20} {decision.action:7} {ops:3} ops  engine {engine:8.0f}/s  review {whole:8.0f}/s", flush=True)
+    trainers = [r for r in rows if r[1] == "mutate"]
+    mix_engine = len(trainers) / sum(1 / r[4] for r in trainers)
+    mix_review = len(trainers) / sum(1 / r[5] for r in trainers)
+    lines = [
+        f"Engine on one core, Python {sys.version.split()[0]}, median of 5 rounds of {args.seconds:g} s.",
+        "",
+        "| pod | action | ops | review bytes | engine pods/s | µs/pod | whole review/s | µs/review |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, action, ops, size, engine, whole in rows:
+        lines.append(
+            f"| {name} | {action} | {ops} | {size} | {engine:,.0f} | {1e6 / engine:.1f} "
+            f"| {whole:,.0f} | {1e6 / whole:.1f} |"
+        )
+    lines.append(
+        f"| **trainer pods, equal mix** | mutate | | | **{mix_engine:,.0f}** | {1e6 / mix_engine:.1f} "
+        f"| **{mix_review:,.0f}** | {1e6 / mix_review:.1f} |"
+    )
+    table = "\n".join(lines) + "\n"
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(table)
+    print()
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,206 @@
+"""HTTPS benchmark: the webhook against its floor, driven by real load generators.
+
+Both servers are pinned to CPU 0 (one core each, never loaded at the same time); the load
+generator runs on CPU 1. For each fixed concurrency level, wrk (keep-alive connections, as
+kube-apiserver uses) measures throughput and latency percentiles of the floor, then of the
+webhook; at a fixed request rate hey does the same. RSS of each server is read from /proc at
+rest and sampled under load.
+
+    .venv/bin/python bench/webhook_http.py [--seconds 10] [--out bench/results/webhook_http.md]
+
+Needs wrk and hey (Debian: apt-get install wrk hey).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from trainyard.demo import admission_review  # noqa: E402
+from webhook.certs import generate  # noqa: E402
+from webhook.local import LocalWebhook, rss_bytes  # noqa: E402
+from webhook.policy import load_policies  # noqa: E402
+from webhook.review import review  # noqa: E402
+
+SERVER_CPU, LOAD_CPU = 0, 1
+WRK_LUA = """
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+local f = io.open("{body}", "rb"); wrk.body = f:read("*a"); f:close()
+"""
+
+
+@dataclass
+class Run:
+    server: str
+    load: str
+    rps: float
+    p50_ms: float
+    p99_ms: float
+    errors: int
+    rss_peak_mib: float
+    raw: str = field(repr=False, default="")
+
+
+def _ms(text: str) -> float:
+    value, unit = re.fullmatch(r"([\d.]+)(us|ms|s)", text.strip()).groups()
+    return float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
+
+
+def parse_wrk(out: str) -> tuple[float, float, float, int]:
+    pct = dict(re.findall(r"^\s+(50|99)%\s+(\S+)$", out, re.M))
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    errors = sum(int(n) for n in re.findall(r"Non-2xx or 3xx responses: (\d+)", out))
+    errors += sum(int(n) for n in re.findall(r"(?:connect|read|write|timeout) (\d+)", out))
+    return rps, _ms(pct["50"]), _ms(pct["99"]), errors
+
+
+def parse_hey(out: str) -> tuple[float, float, float, int]:
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    pct = dict(re.findall(r"^\s+(50|99)% in ([\d.]+) secs$", out, re.M))
+    statuses = re.findall(r"^\s+\[(\d+)\]\s+(\d+) responses$", out, re.M)
+    errors = sum(int(n) for code, n in statuses if code != "200")
+    if "Error distribution:" in out:
+        tail = out.split("Error distribution:", 1)[1]
+        errors += sum(int(n) for n in re.findall(r"^\s+\[(\d+)\]\s+\S", tail, re.M))
+    return rps, float(pct["50"]) * 1e3, float(pct["99"]) * 1e3, errors
+
+
+class RssSampler(threading.Thread):
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.peak, self.stop = pid, 0, threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(0.1):
+            self.peak = max(self.peak, rss_bytes(self.pid))
+
+
+def load(server: LocalWebhook, name: str, label: str, command: list[str], parse) -> Run:
+    sampler = RssSampler(server.proc.pid)
+    sampler.start()
+    out = subprocess.run(
+        command, capture_output=True, text=True, check=True, preexec_fn=lambda: os.sched_setaffinity(0, {LOAD_CPU})
+    ).stdout
+    sampler.stop.set()
+    sampler.join()
+    rps, p50, p99, errors = parse(out)
+    return Run(name, label, rps, p50, p99, errors, sampler.peak / 2**20, out)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=int, default=10, help="duration of each run (default 10)")
+    parser.add_argument("--concurrency", default="1,8,32,64", help="wrk connection counts (default 1,8,32,64)")
+    parser.add_argument("--rate", type=int, default=500, help="fixed request rate for hey (default 500/s)")
+    parser.add_argument("--pod", default="pytorchjob-worker.yaml", help="example pod to send (examples/pods/)")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "webhook_http.md"))
+    args = parser.parse_args()
+    missing = [tool for tool in ("wrk", "hey") if shutil.which(tool) is None]
+    if missing:
+        print(f"error: {' and '.join(missing)} not found; on Debian: apt-get install wrk hey", file=sys.stderr)
+        return 2
+    if len(os.sched_getaffinity(0)) < 2:
+        print("error: needs 2 CPUs (one for the servers, one for the load generator)", file=sys.stderr)
+        return 2
+
+    with tempfile.TemporaryDirectory(prefix="trainyard-bench-") as tmp:
+        tmpdir = Path(tmp)
+        generate(tmpdir / "tls")
+        pod = yaml.safe_load((ROOT / "examples" / "pods" / args.pod).read_text())
+        body = orjson.dumps(admission_review(pod, pod["metadata"].get("namespace", "default")))
+        (tmpdir / "body.json").write_bytes(body)
+        status, canned, _ = review(body, load_policies(ROOT / "policies"), "roce")
+        assert status == 200
+        (tmpdir / "response.json").write_bytes(canned)
+        (tmpdir / "post.lua").write_text(WRK_LUA.format(body=tmpdir / "body.json"))
+        common = dict(policies=ROOT / "policies", tls=tmpdir / "tls", ca=tmpdir / "tls" / "ca.crt", profile="roce")
+        floor = LocalWebhook(
+            **common,
+            cpus={SERVER_CPU},
+            command=[sys.executable, str(ROOT / "bench" / "floor.py"), "--response", str(tmpdir / "response.json")],
+        )
+        webhook = LocalWebhook(**common, cpus={SERVER_CPU}, log=tmpdir / "webhook.log", reload_interval=2.0)
+        servers = {"floor": floor, "webhook": webhook}
+        rest = {name: rss_bytes(s.proc.pid) / 2**20 for name, s in servers.items()}
+        runs: list[Run] = []
+        try:
+            for c in [int(x) for x in args.concurrency.split(",")]:
+                for name, server in servers.items():
+                    cmd = ["wrk", "-t1", f"-c{c}", f"-d{args.seconds}s", "--latency", "-s", str(tmpdir / "post.lua")]
+                    run = load(server, name, f"{c} connections", [*cmd, f"{server.base}/mutate"], parse_wrk)
+                    runs.append(run)
+                    print(
+                        f"{run.server:8} {run.load:16} {run.rps:8.0f} req/s  p50 {run.p50_ms:6.2f} ms  "
+                        f"p99 {run.p99_ms:6.2f} ms  errors {run.errors}",
+                        flush=True,
+                    )
+            workers = 10
+            for name, server in servers.items():
+                cmd = ["hey", "-z", f"{args.seconds}s", "-c", str(workers), "-q", str(args.rate // workers)]
+                cmd += [
+                    "-m",
+                    "POST",
+                    "-T",
+                    "application/json",
+                    "-D",
+                    str(tmpdir / "body.json"),
+                    f"{server.base}/mutate",
+                ]
+                run = load(server, name, f"{args.rate} req/s fixed", cmd, parse_hey)
+                runs.append(run)
+                print(
+                    f"{run.server:8} {run.load:16} {run.rps:8.0f} req/s  p50 {run.p50_ms:6.2f} ms  "
+                    f"p99 {run.p99_ms:6.2f} ms  errors {run.errors}",
+                    flush=True,
+                )
+        finally:
+            for server in servers.values():
+                server.stop()
+
+    table = render(runs, rest, args, len(body), len(canned))
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(table)
+    print()
+    print(table)
+    return 0
+
+
+def render(runs: list[Run], rest: dict[str, float], args: argparse.Namespace, request: int, response: int) -> str:
+    by = {(r.server, r.load): r for r in runs}
+    loads = list(dict.fromkeys(r.load for r in runs))
+    lines = [
+        f"Webhook vs floor over HTTPS (TLS 1.3, keep-alive), each server on one core, "
+        f"{args.seconds} s per run, request {request} B ({args.pod}), response {response} B.",
+        "",
+        "| load | floor req/s | webhook req/s | ratio | floor p50 / p99 ms | webhook p50 / p99 ms | p99 ratio "
+        "| webhook peak RSS MiB | errors |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for load_ in loads:
+        f, w = by[("floor", load_)], by[("webhook", load_)]
+        lines.append(
+            f"| {load_} | {f.rps:.0f} | {w.rps:.0f} | {w.rps / f.rps:.2f} | {f.p50_ms:.2f} / {f.p99_ms:.2f} "
+            f"| {w.p50_ms:.2f} / {w.p99_ms:.2f} | {w.p99_ms / f.p99_ms:.2f} | {w.rss_peak_mib:.0f} "
+            f"| {f.errors + w.errors} |"
+        )
+    lines += ["", f"RSS at rest: webhook {rest['webhook']:.0f} MiB, floor {rest['floor']:.0f} MiB.", ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

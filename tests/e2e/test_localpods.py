@@ -1,0 +1,164 @@
+"""Pods as process groups in network namespaces: the stand-in for kubelet, pod network and Multus
+that the demo runs the training job on. Needs root and ``ip netns``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from trainyard.errors import UserError
+from trainyard.localpods import STATE_DIR, LocalCluster, expand, isolation_available, sweep_stale
+
+available, why = isolation_available()
+needs_netns = pytest.mark.skipif(not available, reason=f"needs root and ip netns: {why}")
+
+NAD = {
+    "apiVersion": "k8s.cni.cncf.io/v1",
+    "kind": "NetworkAttachmentDefinition",
+    "metadata": {"name": "training-network", "namespace": "ml"},
+    "spec": {
+        "config": json.dumps(
+            {
+                "cniVersion": "0.3.1",
+                "type": "macvlan",
+                "master": "eth0",
+                "mode": "bridge",
+                "ipam": {
+                    "type": "host-local",
+                    "subnet": "192.168.100.0/24",
+                    "rangeStart": "192.168.100.10",
+                    "rangeEnd": "192.168.100.50",
+                },
+            }
+        )
+    },
+}
+
+# the "server" pod writes what it sees to the shared claim; the "client" pod sends bytes over net1
+SERVER = """
+import os, socket, json
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((os.environ["FABRIC_IP"], 5000)); s.listen()
+c, _ = s.accept(); n = 0
+while chunk := c.recv(1 << 16): n += len(chunk)
+st = os.statvfs("/dev/shm")
+json.dump({"bytes": n, "shm": st.f_blocks * st.f_frsize, "argv": os.sys.argv[1:]}, open("/data/result.json", "w"))
+"""
+CLIENT = """
+import os, socket, sys, pathlib
+marker = pathlib.Path("/data/client-failed-once")
+if not marker.exists():
+    marker.write_text("x"); sys.exit(3)          # the first run fails: restartPolicy OnFailure restarts it
+print("server resolves to", socket.gethostbyname("srv-0"))
+s = socket.create_connection((os.environ["SERVER_FABRIC_IP"], 5000), timeout=10)
+s.sendall(b"x" * 2_000_000); s.close()
+"""
+
+
+def pod(name: str, script: str, env: dict, args: list[str] | None = None) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "ml",
+            "annotations": {"k8s.v1.cni.cncf.io/networks": "training-network"},
+        },
+        "spec": {
+            "restartPolicy": "OnFailure",
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.example.com/ml/trainer:0.1.0",
+                    "args": ["-c", script, *(args or [])],
+                    "env": [{"name": k, "value": v} for k, v in env.items()],
+                    "volumeMounts": [{"name": "data", "mountPath": "/data"}, {"name": "shm", "mountPath": "/dev/shm"}],
+                }
+            ],
+            "volumes": [
+                {"name": "data", "persistentVolumeClaim": {"claimName": "shared"}},
+                {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "96Mi"}},
+            ],
+        },
+    }
+
+
+def links() -> str:
+    return subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+
+
+def netns() -> str:
+    return subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+
+
+def test_expand_follows_kubernetes():
+    env = {"MASTER_ADDR": "job-master-0", "PORT": "23456"}
+    assert expand("--rdzv_endpoint=$(MASTER_ADDR):$(PORT)", env) == "--rdzv_endpoint=job-master-0:23456"
+    assert expand("$(UNKNOWN) $$(PORT) $$", env) == "$(UNKNOWN) $(PORT) $"
+
+
+@needs_netns
+def test_pods_get_namespaces_fabric_shm_dns_volumes_and_restarts(tmp_path):
+    entry = {"registry.example.com/ml/trainer": [sys.executable]}
+    with LocalCluster(tmp_path, [NAD], entry, isolate=True) as cluster:
+        server = pod("srv-0", SERVER, {"FABRIC_IP": "set below"}, args=["$(FABRIC_IP)"])
+        client = pod("cli-0", CLIENT, {"SERVER_FABRIC_IP": "set below"})
+        srv, cli = cluster.add_pods([server, client], "ml")
+        assert set(srv.interfaces) == {"eth0", "net1"} and srv.interfaces["net1"] == "192.168.100.10"
+        server["spec"]["containers"][0]["env"][0]["value"] = srv.interfaces["net1"]
+        client["spec"]["containers"][0]["env"][0]["value"] = srv.interfaces["net1"]
+        made = (links(), netns())
+        cluster.start(srv)
+        cluster.start(cli)
+        deadline = time.monotonic() + 60
+        events = []
+        while not (srv.done and cli.done and "main" in cli.exit_codes) and time.monotonic() < deadline:
+            events += cluster.poll()
+            time.sleep(0.05)
+        events += cluster.poll()
+        assert srv.exit_codes == {"main": 0}, srv.logs["main"].read_text()
+        assert cli.exit_codes == {"main": 0} and cli.restarts == {"main": 1}, events
+        result = json.loads((tmp_path / "pvc" / "shared" / "result.json").read_text())
+        assert result["bytes"] == 2_000_000
+        assert result["shm"] == 96 * 2**20  # the pod's own /dev/shm, sized from its emptyDir
+        assert result["argv"] == [srv.interfaces["net1"]]  # $(VAR) expanded from the env
+        assert f"server resolves to {srv.ip}" in cli.logs["main"].read_text()
+        counters = cluster.counters(cli)
+        assert counters["net1"]["tx"] > 2_000_000 > counters["eth0"]["tx"]
+        assert cluster.id in made[0] and cluster.id in made[1]
+    assert cluster.id not in links() and cluster.id not in netns()
+    assert not list(Path("/etc/netns").glob(f"ty-{cluster.id}-*"))
+
+
+@needs_netns
+def test_unknown_network_fails_the_pod_like_multus(tmp_path):
+    with (
+        LocalCluster(tmp_path, [], {}, isolate=True) as cluster,
+        pytest.raises(UserError, match="cannot find a network-attachment-definition"),
+    ):
+        cluster.add_pods([pod("a", "", {})], "ml")
+    assert cluster.id not in links()
+
+
+@needs_netns
+def test_a_killed_run_is_swept_by_the_next(tmp_path):
+    code = f"""
+import sys, os, signal
+sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
+from pathlib import Path
+from trainyard.localpods import LocalCluster
+c = LocalCluster(Path({str(tmp_path)!r}), [], {{}}, isolate=True)
+c.add_pods([{{"metadata": {{"name": "p"}}, "spec": {{"containers": []}}}}], "ml")
+print(c.id, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    left = r.stdout.strip()
+    assert left and left in links() and (STATE_DIR / f"{left}.json").exists()
+    assert left in sweep_stale()
+    assert left not in links() and left not in netns()

@@ -1,0 +1,473 @@
+"""Pods as local process groups, each in its own network namespace (``make demo``, tests/e2e).
+
+This stands in for the kubelet, the pod network and Multus on one machine. It follows the parts
+of their contracts that a training job relies on, and no more:
+
+- Network: each pod gets a network namespace with ``lo`` and ``eth0`` on a "cluster" bridge (the
+  pod network) and, for each attachment its ``k8s.v1.cni.cncf.io/networks`` annotation asks
+  for, an interface on that NetworkAttachmentDefinition's bridge, named as Multus names it
+  (``net<position>`` unless the attachment asks for a name), with an address from the NAD's
+  IPAM range (host-local ``rangeStart``..``rangeEnd`` of ``subnet``, or whereabouts ``range``).
+  An attachment naming no known NAD fails the pod, as Multus does.
+- DNS: every pod's name resolves to its ``eth0`` address (``/etc/netns/<ns>/hosts``, which
+  ``ip netns exec`` mounts over ``/etc/hosts``), as the job's headless service would.
+- Containers: each container runs as a process group from its final spec: ``command`` (or the
+  image's entrypoint, from ``entrypoints``) and ``args`` with ``$(VAR)`` expanded from the
+  container's env as the kubelet expands them, and exactly the container's env (``valueFrom``
+  supports ``fieldRef`` to ``metadata.name``, ``metadata.namespace`` and ``status.podIP``).
+- Volumes: a memory-backed emptyDir mounted at /dev/shm is a tmpfs of its ``sizeLimit`` in the
+  pod's private mount namespace; a PersistentVolumeClaim is a host directory shared by all pods
+  (ReadWriteMany); other emptyDirs are per-pod directories. Mount paths other than /dev/shm are
+  mapped by rewriting the mount path prefix in command, args and env values (no host path is
+  created outside the work directory).
+- restartPolicy OnFailure/Always: a container that exits non-zero is started again in the same
+  pod (same namespace and addresses), up to ``max_restarts``.
+
+Without root or ``ip netns``, :class:`LocalCluster` runs the containers as plain processes on
+127.0.0.1 (``isolated`` is False): no per-pod interfaces, counters or /dev/shm, and the caller
+says so. Everything created (namespaces, bridges, veths, hosts files, processes) is removed by
+:meth:`LocalCluster.close`, which also runs at exit and on SIGTERM/SIGINT; a run that was
+SIGKILLed is swept by the next one (its state file names what it made).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trainyard.errors import UserError
+from webhook.images import parse_image
+
+NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
+STATE_DIR = Path("/run/trainyard-localpods")
+CLUSTER_CIDR = ipaddress.ip_network("10.244.99.0/24")
+
+
+def isolation_available() -> tuple[bool, str]:
+    """Whether pods can get their own network namespaces here, and if not, why."""
+    if os.geteuid() != 0:
+        return False, "not running as root"
+    if shutil.which("ip") is None:
+        return False, "the 'ip' command (iproute2) is not installed"
+    probe = f"typrobe{os.getpid()}"
+    r = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
+    if r.returncode != 0:
+        return False, f"'ip netns add' failed: {r.stderr.strip()}"
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    return True, ""
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    r = subprocess.run(["ip", *args], capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"ip {' '.join(args)}: {r.stderr.strip()}")
+    return r
+
+
+# --- networks ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Network:
+    """One NetworkAttachmentDefinition, realised as a bridge with an address pool."""
+
+    name: str
+    namespace: str
+    subnet: ipaddress.IPv4Network
+    pool: Iterator[ipaddress.IPv4Address]
+    bridge: str = ""
+
+    @classmethod
+    def from_nad(cls, nad: dict) -> Network:
+        meta = nad.get("metadata") or {}
+        where = f"NetworkAttachmentDefinition {meta.get('namespace', '')}/{meta.get('name', '')}"
+        try:
+            config = json.loads((nad.get("spec") or {}).get("config") or "{}")
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{where}: spec.config is not JSON: {exc}") from None
+        ipam = config.get("ipam") or {}
+        if ipam.get("type") == "whereabouts" and ipam.get("range"):
+            subnet = ipaddress.ip_network(ipam["range"], strict=False)
+            first, last = subnet.network_address + 1, subnet.broadcast_address - 1
+        elif ipam.get("subnet"):
+            subnet = ipaddress.ip_network(ipam["subnet"], strict=False)
+            first = ipaddress.ip_address(ipam.get("rangeStart") or subnet.network_address + 1)
+            last = ipaddress.ip_address(ipam.get("rangeEnd") or subnet.broadcast_address - 1)
+        else:
+            raise UserError(f"{where}: spec.config has no IPAM subnet or range to take addresses from")
+        pool = (ipaddress.ip_address(n) for n in range(int(first), int(last) + 1))
+        return cls(meta.get("name", ""), meta.get("namespace", "default"), subnet, pool)  # type: ignore[arg-type]
+
+
+def _attachments(pod: dict, namespace: str) -> list[tuple[str, str, str]]:
+    """(namespace, name, interface) of each attachment, interfaces named as Multus names them."""
+    from webhook import networks  # the same parser the webhook uses
+
+    value = ((pod.get("metadata") or {}).get("annotations") or {}).get(NETWORKS_ANNOTATION)
+    parsed = networks.parse(value)
+    return [
+        (a.namespace or namespace, a.name, iface)
+        for a, iface in zip(parsed.attachments, parsed.interfaces(), strict=True)
+    ]
+
+
+# --- containers ----------------------------------------------------------------------------------
+
+_VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+
+
+def expand(text: str, env: dict[str, str]) -> str:
+    """Kubernetes' $(VAR) expansion: known variables are replaced, unknown ones kept, $$ is $."""
+
+    def sub(m: re.Match) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        return env.get(m.group(1), m.group(0))
+
+    return _VAR.sub(sub, text)
+
+
+@dataclass
+class LocalPod:
+    name: str
+    namespace: str
+    spec: dict
+    netns: str = ""
+    interfaces: dict[str, str] = field(default_factory=dict)  # interface -> address
+    processes: dict[str, subprocess.Popen] = field(default_factory=dict)  # container -> process
+    restarts: dict[str, int] = field(default_factory=dict)
+    exit_codes: dict[str, int] = field(default_factory=dict)
+    logs: dict[str, Path] = field(default_factory=dict)
+
+    @property
+    def ip(self) -> str:
+        return self.interfaces.get("eth0", "127.0.0.1")
+
+    @property
+    def done(self) -> bool:
+        return bool(self.processes) and all(p.poll() is not None for p in self.processes.values())
+
+
+class LocalCluster:
+    def __init__(
+        self,
+        workdir: Path,
+        nads: list[dict],
+        entrypoints: dict[str, list[str]],  # image repository (docker.io/library/... form) -> command
+        isolate: bool | None = None,
+        max_restarts: int = 3,
+        base_env: dict[str, str] | None = None,
+    ) -> None:
+        self.workdir = workdir
+        self.entrypoints = entrypoints
+        self.max_restarts = max_restarts
+        self.base_env = base_env or {}
+        available, why = isolation_available() if isolate in (None, True) else (False, "not requested")
+        if isolate and not available:
+            raise UserError(f"pods cannot be isolated in network namespaces: {why}")
+        self.isolated = available
+        self.why_not_isolated = why
+        self.id = secrets.token_hex(2)
+        self.pods: dict[str, LocalPod] = {}
+        self.networks = {(n.namespace, n.name): n for n in (Network.from_nad(d) for d in nads)}
+        self._made: dict[str, list[str]] = {"netns": [], "links": [], "etc": []}
+        self._cluster_pool = (CLUSTER_CIDR.network_address + n for n in range(2, 254))
+        self._previous_handlers: dict[int, object] = {}
+        if self.isolated:
+            sweep_stale()
+            self._write_state()
+            self.cluster_bridge = self._bridge("c")
+            for i, net in enumerate(self.networks.values()):
+                net.bridge = self._bridge(f"n{i}")
+        with contextlib.suppress(ValueError):  # only the main thread may set handlers
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                self._previous_handlers[sig] = signal.signal(sig, self._on_signal)
+
+    # -- bookkeeping, so that nothing is left behind
+
+    @property
+    def _state_file(self) -> Path:
+        return STATE_DIR / f"{self.id}.json"
+
+    def _write_state(self) -> None:
+        STATE_DIR.mkdir(parents=True, exist_ok=True)
+        self._state_file.write_text(json.dumps({"pid": os.getpid(), **self._made}))
+
+    def _record(self, kind: str, name: str) -> None:
+        self._made[kind].append(name)
+        self._write_state()
+
+    def _bridge(self, suffix: str) -> str:
+        name = f"ty{self.id}{suffix}"
+        _ip("link", "add", name, "type", "bridge")
+        self._record("links", name)
+        _ip("link", "set", name, "up")
+        return name
+
+    def _on_signal(self, sig: int, frame: object) -> None:
+        self.close()
+        previous = self._previous_handlers.get(sig)
+        signal.signal(sig, previous if callable(previous) else signal.SIG_DFL)
+        raise KeyboardInterrupt if sig == signal.SIGINT else SystemExit(128 + sig)
+
+    # -- pods
+
+    def add_pods(self, pods: list[dict], namespace: str) -> list[LocalPod]:
+        """Create the pods' namespaces, interfaces and hosts files (nothing runs yet)."""
+        created = []
+        for spec in pods:
+            name = spec["metadata"]["name"]
+            pod = LocalPod(name=name, namespace=spec["metadata"].get("namespace") or namespace, spec=spec)
+            if self.isolated:
+                self._network(pod)
+            self.pods[name] = pod
+            created.append(pod)
+        if self.isolated:
+            hosts = "127.0.0.1 localhost\n" + "".join(f"{p.ip} {p.name}\n" for p in self.pods.values())
+            for p in self.pods.values():
+                etc = Path("/etc/netns") / p.netns
+                etc.mkdir(parents=True, exist_ok=True)
+                (etc / "hosts").write_text(hosts)
+        return created
+
+    def _network(self, pod: LocalPod) -> None:
+        index = len(self.pods)
+        pod.netns = f"ty-{self.id}-{index}-{pod.name}"[:60]
+        _ip("netns", "add", pod.netns)
+        self._record("netns", pod.netns)
+        self._record("etc", pod.netns)
+        _ip("-n", pod.netns, "link", "set", "lo", "up")
+        self._veth(pod, f"ty{self.id}p{index}c", "eth0", self.cluster_bridge, next(self._cluster_pool), CLUSTER_CIDR)
+        for k, (ns, name, iface) in enumerate(_attachments(pod.spec, pod.namespace)):
+            net = self.networks.get((ns, name))
+            if net is None:
+                known = ", ".join(f"{n}/{m}" for n, m in self.networks) or "none"
+                raise UserError(
+                    f"pod {pod.name}: cannot find a network-attachment-definition ({name}) in namespace ({ns}); "
+                    f"known: {known}"
+                )
+            try:
+                address = next(net.pool)
+            except StopIteration:
+                raise UserError(f"network {ns}/{name}: no address left in its IPAM range") from None
+            self._veth(pod, f"ty{self.id}p{index}n{k}", iface, net.bridge, address, net.subnet)
+
+    def _veth(self, pod: LocalPod, host: str, inside: str, bridge: str, address, subnet) -> None:
+        peer = f"{host}x"
+        _ip("link", "add", host, "type", "veth", "peer", "name", peer)
+        self._record("links", host)
+        _ip("link", "set", peer, "netns", pod.netns)
+        _ip("-n", pod.netns, "link", "set", peer, "name", inside)
+        _ip("-n", pod.netns, "addr", "add", f"{address}/{subnet.prefixlen}", "dev", inside)
+        _ip("-n", pod.netns, "link", "set", inside, "up")
+        _ip("link", "set", host, "master", bridge)
+        _ip("link", "set", host, "up")
+        pod.interfaces[inside] = str(address)
+
+    # -- containers
+
+    def _volumes(self, pod: LocalPod, container: dict) -> tuple[dict[str, Path], int | None]:
+        """Mount path -> host directory, and the /dev/shm tmpfs size when one is asked for."""
+        from webhook.quantity import parse_quantity
+
+        volumes = {v["name"]: v for v in pod.spec["spec"].get("volumes") or []}
+        paths: dict[str, Path] = {}
+        shm = None
+        for mount in container.get("volumeMounts") or []:
+            volume = volumes.get(mount["name"])
+            if volume is None:
+                raise UserError(f"pod {pod.name}: volumeMount {mount['name']} names no volume")
+            path = mount["mountPath"].rstrip("/") or "/"
+            empty_dir = volume.get("emptyDir")
+            if path == "/dev/shm" and isinstance(empty_dir, dict) and empty_dir.get("medium") == "Memory":
+                shm = int(parse_quantity(empty_dir.get("sizeLimit") or "64Mi"))
+                continue
+            if "persistentVolumeClaim" in volume:
+                host = self.workdir / "pvc" / volume["persistentVolumeClaim"]["claimName"]
+            elif "emptyDir" in volume:
+                host = self.workdir / "pods" / pod.name / mount["name"]
+            else:
+                kind = next((k for k in volume if k != "name"), "unknown")
+                raise UserError(f"pod {pod.name}: volume {mount['name']} of type {kind} is not supported locally")
+            host.mkdir(parents=True, exist_ok=True)
+            paths[path] = host
+        return paths, shm
+
+    def _env(self, pod: LocalPod, container: dict) -> dict[str, str]:
+        env: dict[str, str] = {}
+        for e in container.get("env") or []:
+            if "value" in e:
+                env[e["name"]] = expand(str(e.get("value") or ""), env)
+                continue
+            ref = ((e.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
+            values = {"metadata.name": pod.name, "metadata.namespace": pod.namespace, "status.podIP": pod.ip}
+            if ref not in values:
+                raise UserError(f"pod {pod.name}: env {e['name']}: only fieldRef {sorted(values)} is supported locally")
+            env[e["name"]] = values[ref]
+        return env
+
+    def start(self, pod: LocalPod) -> None:
+        for container in pod.spec["spec"]["containers"]:
+            self._start_container(pod, container)
+
+    def _start_container(self, pod: LocalPod, container: dict) -> None:
+        name = container["name"]
+        env = self._env(pod, container)
+        ref = parse_image(container.get("image", ""))
+        repository = ref.repository if ref else container.get("image", "")
+        command = container.get("command") or self.entrypoints.get(repository)
+        if not command:
+            raise UserError(f"pod {pod.name}: container {name}: no command and no local entrypoint for {repository!r}")
+        argv = [expand(a, env) for a in [*command, *(container.get("args") or [])]]
+        mounts, shm = self._volumes(pod, container)
+
+        def remap(text: str) -> str:
+            for path, host in sorted(mounts.items(), key=lambda kv: -len(kv[0])):
+                text = re.sub(rf"(?<![\w/.-]){re.escape(path)}(?=/|$|[^\w.-])", str(host), text)
+            return text
+
+        argv = [remap(a) for a in argv]
+        env = {k: remap(v) for k, v in env.items()}
+        full_env = {**self.base_env, **env, "HOSTNAME": pod.name}
+        if not self.isolated:
+            # one machine, one loopback: the pods' names and fabric interface are 127.0.0.1 and lo
+            full_env.update({k: "127.0.0.1" for k, v in env.items() if v in self.pods})
+            for key in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"):
+                if key in full_env:
+                    full_env[key] = "lo"
+        log = self.workdir / "logs" / f"{pod.name}.{name}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        pod.logs[name] = log
+        if self.isolated:
+            setup = 'mount -t tmpfs -o "size=$0" tmpfs /dev/shm && exec "$@"' if shm else 'exec "$@"'
+            argv = ["ip", "netns", "exec", pod.netns, "sh", "-c", setup, str(shm or 0), *argv]
+        with open(log, "ab") as out:
+            out.write(f"--- start {time.strftime('%H:%M:%S')}: {' '.join(argv)}\n".encode())
+            out.flush()
+            pod.processes[name] = subprocess.Popen(
+                argv, env=full_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        pod.restarts.setdefault(name, 0)
+
+    def poll(self) -> list[str]:
+        """Restart failed containers as restartPolicy OnFailure does; return what happened."""
+        events = []
+        for pod in self.pods.values():
+            policy = pod.spec["spec"].get("restartPolicy", "Always")
+            for container in pod.spec["spec"]["containers"]:
+                name = container["name"]
+                proc = pod.processes.get(name)
+                if proc is None or proc.poll() is None or name in pod.exit_codes:
+                    continue
+                code = proc.returncode
+                if code != 0 and policy in ("OnFailure", "Always") and pod.restarts[name] < self.max_restarts:
+                    pod.restarts[name] += 1
+                    events.append(f"{pod.name}/{name} exited with {code}; restarting ({pod.restarts[name]})")
+                    self._start_container(pod, container)
+                else:
+                    pod.exit_codes[name] = code
+                    events.append(f"{pod.name}/{name} exited with {code}")
+        return events
+
+    def counters(self, pod: LocalPod) -> dict[str, dict[str, int]]:
+        """Bytes received and sent per interface of the pod (its namespace's counters)."""
+        if not self.isolated:
+            return {}
+        out = json.loads(_ip("-j", "-s", "-n", pod.netns, "link", "show").stdout)
+        return {
+            link["ifname"]: {"rx": link["stats64"]["rx"]["bytes"], "tx": link["stats64"]["tx"]["bytes"]}
+            for link in out
+            if link["ifname"] != "lo"
+        }
+
+    def pids(self, pod: LocalPod) -> list[int]:
+        """Every process of the pod (all its containers' process groups)."""
+        pids = []
+        for proc in pod.processes.values():
+            with contextlib.suppress(ProcessLookupError):
+                pgid = os.getpgid(proc.pid)
+                for entry in Path("/proc").iterdir():
+                    if entry.name.isdigit():
+                        with contextlib.suppress(OSError, IndexError, ValueError):
+                            stat = (entry / "stat").read_text()
+                            if int(stat.rsplit(")", 1)[1].split()[2]) == pgid:
+                                pids.append(int(entry.name))
+        return pids
+
+    # -- teardown
+
+    def stop_pods(self, grace: float = 10.0) -> None:
+        live = [p for pod in self.pods.values() for p in pod.processes.values() if p.poll() is None]
+        for proc in live:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for proc in live:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(max(0.0, deadline - time.monotonic()))
+        for pod in self.pods.values():
+            for proc in pod.processes.values():
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)  # the whole group, stragglers included
+                proc.wait()
+
+    def close(self) -> None:
+        """Remove everything this cluster made. Safe to call twice."""
+        self.stop_pods()
+        _remove(self._made)
+        self._made = {"netns": [], "links": [], "etc": []}
+        with contextlib.suppress(FileNotFoundError):
+            self._state_file.unlink()
+        for sig, handler in self._previous_handlers.items():
+            with contextlib.suppress(TypeError, ValueError):
+                signal.signal(sig, handler)  # type: ignore[arg-type]
+        self._previous_handlers = {}
+
+    def __enter__(self) -> LocalCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _remove(made: dict[str, list[str]]) -> None:
+    for ns in made.get("netns", []):
+        # processes still in the namespace keep it alive: kill them first
+        pids = _ip("netns", "pids", ns, check=False).stdout.split()
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(pid), signal.SIGKILL)
+        _ip("netns", "del", ns, check=False)
+    for link in made.get("links", []):
+        _ip("link", "del", link, check=False)
+    for ns in made.get("etc", []):
+        shutil.rmtree(Path("/etc/netns") / ns, ignore_errors=True)
+
+
+def sweep_stale() -> list[str]:
+    """Remove what earlier runs that died without cleaning up (SIGKILL) left behind."""
+    swept = []
+    if not STATE_DIR.is_dir():
+        return swept
+    for state in STATE_DIR.glob("*.json"):
+        try:
+            made = json.loads(state.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        if Path(f"/proc/{made.get('pid')}").exists():
+            continue
+        _remove(made)
+        state.unlink(missing_ok=True)
+        swept.append(state.stem)
+    return swept
