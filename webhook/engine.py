@@ -54,6 +54,10 @@ class Mutation:
     interface: str | None = None  # the fabric interface the pod's trainers will use
 
 
+class MutationError(ValueError):
+    """The pod cannot be given its fabric as it stands (a malformed networks annotation)."""
+
+
 @dataclass(slots=True)
 class Decision:
     """What to do with one pod: mutate it with ``profile``, leave it, or deny it."""
@@ -213,10 +217,6 @@ def mutate(pod: dict, profile: CompiledProfile, namespace: str | None) -> Mutati
     if isinstance(job, str) and job:
         _topology(out, spec, profile, job)
     return out
-
-
-class MutationError(ValueError):
-    """The pod cannot be given its fabric as it stands (a malformed networks annotation)."""
 
 
 def _networks(out: Mutation, meta: dict, profile: CompiledProfile, namespace: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {
@@ -35,12 +36,17 @@ class QuantityError(ValueError):
 
 def parse_quantity(value: object) -> Decimal:
     """Parse a quantity given as a string or a number; raise QuantityError naming the value."""
+    if isinstance(value, str):
+        return _parse_text(value)
     if isinstance(value, bool):
         raise QuantityError(f"{value!r} is not a quantity")
     if isinstance(value, int | float):
         return Decimal(str(value))
-    if not isinstance(value, str):
-        raise QuantityError(f"{value!r} is not a quantity")
+    raise QuantityError(f"{value!r} is not a quantity")
+
+
+@lru_cache(maxsize=1024)  # pods repeat a handful of quantities ("8Gi", "1"): parse each once
+def _parse_text(value: str) -> Decimal:
     match = _QUANTITY.match(value.strip())
     if not match:
         raise QuantityError(f"{value!r} is not a Kubernetes quantity (examples: 8Gi, 512Mi, 1, 500m)")
