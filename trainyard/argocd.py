@@ -252,6 +252,8 @@ def generate_applications(appset: Resource, repo: Repository, directories: list[
         prefix = git.get("pathParamPrefix") or ""
         listing = directories if directories is not None else list_directories(repo.root)
         for path in listing:
+            if any(part.startswith(".") for part in path.split("/")):
+                continue  # the generator skips directories whose name starts with '.'
             if not any(go_path_match(p, path) for p in include) or any(go_path_match(p, path) for p in exclude):
                 continue
             params = _params(path, go, prefix)

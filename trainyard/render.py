@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import yaml
@@ -50,8 +49,11 @@ def write(render: argocd.ClusterRender, out: Path) -> list[Path]:
     """DIR/<cluster>/NN-<application>.yaml in sync order, plus the bootstrap and an index."""
     folder = out / render.cluster
     if folder.exists():
-        shutil.rmtree(folder)
-    folder.mkdir(parents=True)
+        if any(folder.iterdir()) and not (folder / "INDEX.txt").is_file():
+            raise UserError(f"{folder}: exists and was not written by trainyard render; choose another --out")
+        for old in [*folder.glob("*.yaml"), folder / "INDEX.txt"]:
+            old.unlink(missing_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)
     written = [folder / "00-bootstrap.yaml"]
     written[0].write_text(
         f"# cluster {render.cluster}: what `kubectl apply -k clusters/{render.cluster}` applies\n" + _dump(render.root),

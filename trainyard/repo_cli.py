@@ -29,9 +29,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "render",
         help="render what Argo CD would apply to each cluster, per Application",
         description="Build clusters/<cluster>/ with kustomize, then follow every Application and ApplicationSet "
-        "whose source is this repository (base/repo/repo.env), as Argo CD would: one document stream per "
-        "Application in sync-wave order. Upstream sources (Training Operator, Multus, cert-manager, "
-        "whereabouts) cannot be fetched offline and are listed with their pinned revision.",
+        "whose source is this repository (base/repo/repo.env), as Argo CD would, and print the objects as YAML, "
+        "Application by Application in sync-wave order (--out: one file per Application). Upstream sources "
+        "(Training Operator, Multus, cert-manager, whereabouts) cannot be fetched offline and are listed with their "
+        "pinned revision.",
     )
     p.add_argument("--cluster", action="append", default=[], metavar="C", help="a cluster (repeatable; default all)")
     p.add_argument(

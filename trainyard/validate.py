@@ -70,7 +70,9 @@ def validate(repo: Repository, clusters: list[str] | None = None) -> Report:
         report.renders[cluster] = render
         checker = _ClusterCheck(repo, render, policies)
         checker.run()
-        report.problems.extend(checker.problems)
+        for problem in checker.problems:
+            if problem not in report.problems:
+                report.problems.append(problem)
         report.previews[cluster] = checker.previews
     return report
 
@@ -129,7 +131,8 @@ class _ClusterCheck:
         for path, tpl in pod_templates(r.doc):
             for cpath, c in containers(tpl):
                 self.check_image(r, f"{path}.{cpath}".lstrip("."), c)
-                self.check_env(r, f"{path}.{cpath}".lstrip("."), c)
+                if not operator.is_job(r.doc):  # jobs: linted with their fabric's transport (check_jobs)
+                    self.check_env(r, f"{path}.{cpath}".lstrip("."), c)
 
     def check_image(self, r: Resource, path: str, c: dict) -> None:
         from webhook.images import parse_image
@@ -417,8 +420,7 @@ class _ClusterCheck:
             for path, tpl in pod_templates(r.doc):
                 self.check_template_fabric(r, path, tpl)
                 for cpath, c in containers(tpl):
-                    if expect:
-                        self.check_env(r, f"{path}.{cpath}", c, expect)
+                    self.check_env(r, f"{path}.{cpath}", c, expect)
             if problems or ctx is None:
                 continue
             try:
