@@ -191,3 +191,11 @@ def test_kustomize_missing_is_a_clear_error(monkeypatch, tmp_path: Path):
             kustomize.command()
     finally:
         kustomize.command.cache_clear()
+
+
+def test_render_out_never_deletes_foreign_files(tmp_path, capsys):
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev" / "notes.txt").write_text("mine")
+    assert main(["render", "--cluster", "dev", "--out", str(tmp_path)]) == 2
+    assert "was not written by trainyard render" in capsys.readouterr().err
+    assert (tmp_path / "dev" / "notes.txt").read_text() == "mine"
