@@ -1,4 +1,4 @@
-"""Fixtures of the repository tooling tests: the real repository, rendered once per session,
+"""Fixtures of the repository tooling tests: the real repository, rendered once per test run,
 and throw-away copies of it for the tests that break something on purpose."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def repo() -> repository.Repository:
 
 @pytest.fixture(scope="session")
 def report(repo: repository.Repository) -> validate.Report:
-    """Every cluster rendered and validated once for the whole session."""
+    """Every cluster rendered and validated once for the whole test run."""
     return validate.validate(repo)
 
 
