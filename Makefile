@@ -5,6 +5,9 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# extras to install; CI jobs that only check the repository use EXTRAS=repo (no torch)
+EXTRAS ?= dev
+PREVIEWS ?= previews
 
 .DEFAULT_GOAL := help
 .PHONY: help setup test demo lint validate bench tools clean
@@ -22,7 +25,7 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "trainyard needs Python >= 3.11; set PYTHON=/path/to/python3.11")'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[$(EXTRAS)]'
 	@touch $(STAMP)
 
 setup: $(STAMP)
@@ -36,6 +39,11 @@ tools:
 
 test: setup tools
 	$(BIN)/python -m pytest -q
+
+# Render and check every cluster; write each job's pod preview to $(PREVIEWS)/ (git-ignored).
+validate: setup tools
+	rm -rf $(PREVIEWS)
+	$(BIN)/trainyard validate --previews $(PREVIEWS)
 
 demo: setup
 	$(BIN)/python -m trainyard.demo

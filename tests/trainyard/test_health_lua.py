@@ -1,0 +1,102 @@
+"""The Lua health checks of argocd-cm, run with a real Lua runtime (lupa) the way Argo CD runs
+them: the live object in the global ``obj``, the script's result read as hs.status and
+hs.message."""
+
+from __future__ import annotations
+
+import pytest
+from lupa import LuaRuntime
+
+HEALTH_PREFIX = "resource.customizations.health."
+
+
+@pytest.fixture(scope="module")
+def argocd_cm(report) -> dict[str, str]:
+    app = report.renders["dev"].app("trainyard-argocd-config")
+    cm = next(r for r in app.resources if r.kind == "ConfigMap")
+    assert cm.name == "argocd-cm" and cm.namespace == "argocd"
+    assert cm.annotations["argocd.argoproj.io/sync-options"] == "Prune=false,Delete=false"
+    return cm.doc["data"]
+
+
+def run_health(script: str, obj: dict) -> dict:
+    lua = LuaRuntime(unpack_returned_tuples=True)
+    lua.globals().obj = lua.table_from(obj, recursive=True)
+    result = lua.execute(script)
+    return {"status": result["status"], "message": result["message"]}
+
+
+def test_keys_for_every_job_kind_and_applications(argocd_cm):
+    assert sorted(argocd_cm) == sorted(
+        HEALTH_PREFIX + k
+        for k in ("kubeflow.org_PyTorchJob", "kubeflow.org_TFJob", "kubeflow.org_MPIJob", "argoproj.io_Application")
+    )
+
+
+def _job(*conditions: tuple[str, str, str]) -> dict:
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "j"},
+        "status": {
+            "conditions": [{"type": t, "status": s, "reason": t, "message": m} for t, s, m in conditions],
+        },
+    }
+
+
+CREATED = ("Created", "True", "PyTorchJob j is created.")
+RUNNING = ("Running", "True", "PyTorchJob j is running.")
+RUNNING_DONE = ("Running", "False", "PyTorchJob j is running.")
+SUCCEEDED = ("Succeeded", "True", "PyTorchJob j is successfully completed.")
+FAILED = ("Failed", "True", "PyTorchJob j is failed because 1 Worker replica(s) failed.")
+SUSPENDED = ("Suspended", "True", "PyTorchJob j is suspended.")
+RESTARTING = ("Restarting", "True", "PyTorchJob j is restarting because 1 Master replica(s) failed.")
+
+
+@pytest.mark.parametrize("kind", ["PyTorchJob", "TFJob", "MPIJob"])
+@pytest.mark.parametrize(
+    ("conditions", "status", "message"),
+    [
+        ((CREATED, RUNNING_DONE, SUCCEEDED), "Healthy", "successfully completed"),
+        ((CREATED, RUNNING_DONE, FAILED), "Degraded", "failed because"),
+        ((CREATED, SUSPENDED), "Suspended", "suspended"),
+        ((CREATED, RUNNING), "Progressing", "is running"),
+        ((CREATED, RESTARTING), "Progressing", "restarting"),
+        ((CREATED,), "Progressing", "is created"),
+        ((), "Progressing", "Waiting for the Training Operator"),
+    ],
+)
+def test_kubeflow_job_health(argocd_cm, kind, conditions, status, message):
+    script = argocd_cm[f"{HEALTH_PREFIX}kubeflow.org_{kind}"]
+    health = run_health(script, _job(*conditions))
+    assert health["status"] == status
+    assert message in health["message"]
+
+
+def test_job_without_status(argocd_cm):
+    script = argocd_cm[f"{HEALTH_PREFIX}kubeflow.org_PyTorchJob"]
+    assert run_health(script, {"kind": "PyTorchJob", "metadata": {"name": "j"}})["status"] == "Progressing"
+
+
+def test_condition_without_message(argocd_cm):
+    script = argocd_cm[f"{HEALTH_PREFIX}kubeflow.org_MPIJob"]
+    job = {"status": {"conditions": [{"type": "Failed", "status": "True"}]}}
+    assert run_health(script, job) == {"status": "Degraded", "message": "The job failed"}
+
+
+@pytest.mark.parametrize(
+    ("app_status", "expected"),
+    [
+        ({"health": {"status": "Healthy"}}, {"status": "Healthy", "message": ""}),
+        ({"health": {"status": "Degraded", "message": "Deployment x exceeded its progress deadline"}},
+         {"status": "Degraded", "message": "Deployment x exceeded its progress deadline"}),
+        ({}, {"status": "Progressing", "message": ""}),
+        (None, {"status": "Progressing", "message": ""}),
+    ],
+)  # fmt: skip
+def test_application_health_for_waves(argocd_cm, app_status, expected):
+    script = argocd_cm[f"{HEALTH_PREFIX}argoproj.io_Application"]
+    obj = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Application", "metadata": {"name": "a"}}
+    if app_status is not None:
+        obj["status"] = app_status
+    assert run_health(script, obj) == expected

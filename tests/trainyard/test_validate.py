@@ -1,0 +1,281 @@
+"""trainyard validate: the repository passes, and each broken input fails naming its file."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from tests.trainyard.conftest import edit, errors_of
+from trainyard import kustomize, validate
+from trainyard.cli import main
+
+MNIST = "overlays/dev/jobs/mnist-ddp"
+MNIST_PATCH = f"{MNIST}/job.yaml"
+
+
+def test_the_repository_validates(report):
+    assert errors_of(report) == []
+    assert {c: [jp.job.name for jp in jobs] for c, jobs in report.previews.items()} == {
+        "dev": ["mnist-ddp"],
+        "prod-roce": ["llama-finetune"],
+        "prod-ib": ["horovod"],
+    }
+
+
+def test_known_warning_about_the_ib_vf_resource(report):
+    warnings = [str(p) for p in report.warnings()]
+    assert any("nvidia.com/ib_sriov_vf" in w and "overlays/prod-ib/platform/networks" in w for w in warnings)
+
+
+def _validate(repo, cluster="dev") -> list[str]:
+    kustomize.clear_cache()
+    return errors_of(validate.validate(repo, [cluster]))
+
+
+def _assert_one(errors: list[str], *fragments: str) -> None:
+    assert any(all(f in e for f in fragments) for e in errors), "\n".join(errors) or "no errors"
+
+
+def test_bad_yaml_names_the_job_folder(repo_copy):
+    (repo_copy.root / MNIST_PATCH).write_text("- op: replace\n  path: /metadata/name\n value: x\n  oops: [\n")
+    _assert_one(_validate(repo_copy), MNIST, "kustomize build failed", "job.yaml")
+
+
+def test_unknown_profile_names_the_webhook_overlay(repo_copy):
+    edit(repo_copy, "overlays/dev/platform/webhook/kustomization.yaml", "defaultFabric: tcp", "defaultFabric: tpc")
+    _assert_one(_validate(repo_copy), "overlays/dev/platform/webhook", "unknown fabric profile 'tpc'", "known profiles")
+
+
+def test_unknown_profile_label_on_a_job(repo_copy):
+    edit(
+        repo_copy,
+        MNIST_PATCH,
+        "- op: replace\n  path: /spec/nprocPerNode",
+        "- op: add\n  path: /spec/pytorchReplicaSpecs/Worker/template/metadata\n"
+        "  value: {labels: {trainyard.dev/fabric: infiniband}}\n- op: replace\n  path: /spec/nprocPerNode",
+    )
+    errors = _validate(repo_copy)
+    _assert_one(errors, MNIST, "unknown fabric profile 'infiniband'")
+    _assert_one(errors, MNIST, "the webhook denies it")
+
+
+def test_missing_nad_names_the_networks_overlay(repo_copy):
+    edit(
+        repo_copy, "overlays/dev/platform/networks/kustomization.yaml", "value: training-network", "value: lab-network"
+    )
+    _assert_one(
+        _validate(repo_copy),
+        "overlays/dev/platform/networks",
+        "NetworkAttachmentDefinition ml-training/training-network",
+        "does not define",
+    )
+
+
+def test_wrong_container_name(repo_copy):
+    edit(
+        repo_copy,
+        MNIST_PATCH,
+        "- op: replace\n  path: /spec/nprocPerNode",
+        "- op: replace\n  path: /spec/pytorchReplicaSpecs/Worker/template/spec/containers/0/name\n  value: trainer\n"
+        "- op: replace\n  path: /spec/nprocPerNode",
+    )
+    _assert_one(_validate(repo_copy), MNIST, "Worker.template.spec.containers", "container named 'pytorch'")
+
+
+def test_two_masters(repo_copy):
+    edit(
+        repo_copy,
+        MNIST_PATCH,
+        "- op: replace\n  path: /spec/nprocPerNode",
+        "- op: replace\n  path: /spec/pytorchReplicaSpecs/Master/replicas\n  value: 2\n"
+        "- op: replace\n  path: /spec/nprocPerNode",
+    )
+    _assert_one(_validate(repo_copy), MNIST, "Master.replicas: must be 1")
+
+
+def test_duplicate_job_names(repo_copy):
+    shutil.copytree(repo_copy.root / MNIST, repo_copy.root / "overlays/dev/jobs/mnist-ddp-again")
+    errors = _validate(repo_copy)
+    _assert_one(errors, "overlays/dev/jobs/mnist-ddp-again", "PyTorchJob 'mnist-ddp' is also defined in", MNIST)
+
+
+def test_latest_tag(repo_copy):
+    edit(
+        repo_copy,
+        f"{MNIST}/kustomization.yaml",
+        "patches:",
+        "images:\n  - name: registry.example.com/ml/trainer\n    newTag: latest\npatches:",
+    )
+    _assert_one(_validate(repo_copy), MNIST, "uses the tag latest")
+
+
+def test_untagged_image_in_a_base(repo_copy):
+    edit(repo_copy, "base/webhook/deployment.yaml", "trainyard-webhook:0.1.0", "trainyard-webhook")
+    _assert_one(_validate(repo_copy), "base/webhook/deployment.yaml", "has no tag")
+
+
+def test_folklore_nccl_variable(repo_copy):
+    edit(
+        repo_copy,
+        MNIST_PATCH,
+        "- op: replace\n  path: /spec/nprocPerNode",
+        "- op: add\n  path: /spec/pytorchReplicaSpecs/Master/template/spec/containers/0/env\n"
+        "  value: [{name: NCCL_SOCKET_TIMEOUT, value: '600'}]\n- op: replace\n  path: /spec/nprocPerNode",
+    )
+    _assert_one(_validate(repo_copy), MNIST, "NCCL_SOCKET_TIMEOUT", "does not exist in NCCL")
+
+
+def test_ib_disable_on_an_ib_cluster(repo_copy):
+    path = "overlays/prod-roce/jobs/llama-finetune/job.yaml"
+    edit(
+        repo_copy,
+        path,
+        "- op: replace\n  path: /spec/nprocPerNode",
+        "- op: add\n  path: /spec/pytorchReplicaSpecs/Worker/template/spec/containers/0/env\n"
+        "  value: [{name: NCCL_IB_DISABLE, value: '1'}]\n- op: replace\n  path: /spec/nprocPerNode",
+    )
+    _assert_one(_validate(repo_copy, "prod-roce"), "overlays/prod-roce/jobs/llama-finetune", "NCCL_IB_DISABLE=1")
+
+
+def test_ttl_seconds_after_finished_fights_argo(repo_copy):
+    edit(
+        repo_copy,
+        "base/jobs/pytorchjob/pytorchjob.yaml",
+        "    backoffLimit: 3\n",
+        "    backoffLimit: 3\n    ttlSecondsAfterFinished: 600\n",
+    )
+    _assert_one(_validate(repo_copy), MNIST, "ttlSecondsAfterFinished", "delete the job folder")
+
+
+def test_schema_error_in_a_built_in_kind(repo_copy):
+    edit(repo_copy, "base/webhook/service.yaml", "targetPort: https", "targetPort: https\n      protocl: TCP")
+    _assert_one(_validate(repo_copy), "base/webhook/service.yaml", "unknown field 'protocl'")
+
+
+def test_cluster_scoped_object_with_a_namespace(repo_copy):
+    edit(
+        repo_copy,
+        "base/webhook/validating-admission-policy.yaml",
+        "  name: trainyard-fabric-required\n  labels:",
+        "  name: trainyard-fabric-required\n  namespace: trainyard-system\n  labels:",
+    )
+    _assert_one(_validate(repo_copy), "base/webhook/validating-admission-policy.yaml", "cluster-scoped")
+
+
+def test_crd_provider_after_its_user(repo_copy):
+    edit(repo_copy, "base/multus/application.yaml", 'sync-wave: "-1"', 'sync-wave: "3"')
+    _assert_one(
+        _validate(repo_copy),
+        "overlays/dev/platform/networks",
+        "API group 'k8s.cni.cncf.io' is installed in sync wave 3",
+    )
+
+
+def test_unpinned_upstream(repo_copy):
+    edit(repo_copy, "base/training-operator/application.yaml", "targetRevision: v1.8.1", "targetRevision: master")
+    _assert_one(_validate(repo_copy), "base/training-operator/application.yaml", "is not pinned")
+
+
+def test_application_without_a_wave(repo_copy):
+    edit(
+        repo_copy,
+        "base/apps/platform.yaml",
+        '  name: trainyard-storage\n  namespace: argocd\n  annotations:\n    argocd.argoproj.io/sync-wave: "1"\n',
+        "  name: trainyard-storage\n  namespace: argocd\n",
+    )
+    _assert_one(_validate(repo_copy), "base/apps/platform.yaml", "trainyard-storage", "sync-wave")
+
+
+def test_job_folder_may_not_create_cluster_objects(repo_copy):
+    (repo_copy.root / f"{MNIST}/role.yaml").write_text(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: sneaky\nrules: []\n"
+    )
+    edit(
+        repo_copy,
+        f"{MNIST}/kustomization.yaml",
+        "  - ../../../../base/jobs/pytorchjob\n",
+        "  - ../../../../base/jobs/pytorchjob\n  - role.yaml\n",
+    )
+    _assert_one(_validate(repo_copy), f"{MNIST}/role.yaml", "project trainyard-jobs", "ClusterRole")
+
+
+def test_policy_parameters_agree_with_policies(repo_copy):
+    edit(
+        repo_copy, "overlays/dev/platform/webhook/kustomization.yaml", "fabric.tcp: training-network", "fabric.tcp: lab"
+    )
+    _assert_one(_validate(repo_copy), "overlays/dev/platform/webhook", "fabric.tcp is 'lab'", "policies/tcp.yaml")
+
+
+def test_webhook_match_conditions_must_pass_the_trainer_image(repo_copy):
+    edit(
+        repo_copy,
+        "base/webhook/mutating-webhook.yaml",
+        "c.image.startsWith('registry.example.com/ml/trainer:') ||",
+        "c.image.startsWith('registry.example.com/ml/trainr:') ||",
+    )
+    _assert_one(_validate(repo_copy), "base/webhook/mutating-webhook.yaml", "matchConditions do not pass")
+
+
+def test_admission_policy_that_would_not_catch_a_webhook_outage(repo_copy):
+    # a policy whose shm check always passes: the pods are admitted even without the webhook
+    for old in (
+        "    - expression: variables.offered\n",
+        "    - expression: size(variables.withoutIfname) == 0\n",
+    ):
+        edit(
+            repo_copy,
+            "base/webhook/validating-admission-policy.yaml",
+            old,
+            old.replace("expression: ", "expression: true || "),
+        )
+    edit(
+        repo_copy,
+        "base/webhook/validating-admission-policy.yaml",
+        "    - expression: size(variables.withoutShm) == 0\n",
+        "    - expression: 'true'\n",
+    )
+    edit(
+        repo_copy,
+        "base/webhook/validating-admission-policy.yaml",
+        "    - expression: >-\n        !variables.offered ||",
+        "    - expression: >-\n        true || !variables.offered ||",
+    )
+    _assert_one(_validate(repo_copy), MNIST, "admits it even without the webhook")
+
+
+def test_validate_cli_exit_status_and_previews(repo_copy, tmp_path, capsys, monkeypatch):
+    edit(
+        repo_copy,
+        MNIST_PATCH,
+        "- op: replace\n  path: /spec/nprocPerNode",
+        "- op: replace\n  path: /spec/pytorchReplicaSpecs/Master/replicas\n  value: 2\n"
+        "- op: replace\n  path: /spec/nprocPerNode",
+    )
+    monkeypatch.chdir(repo_copy.root)
+    kustomize.clear_cache()
+    assert main(["validate", "--cluster", "dev"]) == 1
+    captured = capsys.readouterr()
+    assert "error: [dev] overlays/dev/jobs/mnist-ddp" in captured.err
+    assert "validation found" in captured.err and "Traceback" not in captured.err
+
+
+def test_validate_cli_writes_previews(repo, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(repo.root)
+    assert main(["validate", "--cluster", "dev", "--previews", str(tmp_path)]) == 0
+    text = (tmp_path / "dev" / "mnist-ddp.txt").read_text()
+    assert "NCCL_SOCKET_IFNAME=net1" in text and "+++ mnist-ddp-master-0 (admitted)" in text
+    assert "kind: Pod" in (tmp_path / "dev" / "mnist-ddp.pods.yaml").read_text()
+    assert "dev: 11 Applications" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("cluster", ["dev", "prod-roce", "prod-ib"])
+def test_every_rendered_builtin_object_passes_strict_schema(report, cluster):
+    from trainyard import schema
+
+    checked = 0
+    for r in report.renders[cluster].resources():
+        if schema.has_schema(r.kind, r.api_version):
+            assert schema.validate(r.doc) == [], r.describe()
+            checked += 1
+    assert checked >= 15

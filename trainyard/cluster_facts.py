@@ -1,0 +1,89 @@
+"""Facts about one cluster, read from what it renders.
+
+Each fact has one source in the manifests: the webhook's default profile is the ``--profile``
+argument of the trainyard-webhook Deployment (its ``$(TRAINYARD_PROFILE)`` expanded from the
+container's env, as the kubelet does); the admission policy's parameters are the
+trainyard-fabric-params ConfigMap; the fabric networks are the NetworkAttachmentDefinitions.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from trainyard import nad
+from trainyard.resources import Resource
+
+WEBHOOK_DEPLOYMENT = "trainyard-webhook"
+WEBHOOK_CONTAINER = "webhook"
+WEBHOOK_NAMESPACE = "trainyard-system"
+PARAMS_CONFIGMAP = "trainyard-fabric-params"
+POLICIES_CONFIGMAP = "trainyard-policies"
+MUTATING_WEBHOOK = "trainyard-fabric"
+VAP_NAME = "trainyard-fabric-required"
+TRAINING_NAMESPACE = "ml-training"
+INJECTION_LABEL = "trainyard.dev/injection"
+
+_VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+@dataclass
+class Facts:
+    profile: str | None = None
+    profile_where: str | None = None
+    params: Resource | None = None
+    policy: Resource | None = None
+    binding: Resource | None = None
+    mutating: Resource | None = None
+    webhook: Resource | None = None
+    nads: dict[tuple[str, str], Resource] = field(default_factory=dict)  # (namespace, name)
+    namespaces: dict[str, Resource] = field(default_factory=dict)
+
+    @property
+    def params_data(self) -> dict[str, str]:
+        data = self.params.doc.get("data") if self.params else None
+        return data if isinstance(data, dict) else {}
+
+
+def expand_vars(value: str, env: dict[str, str]) -> str:
+    """Kubernetes' $(VAR) expansion in command/args: known variables replaced, $$ escapes."""
+    return _VAR.sub(lambda m: env.get(m.group(1), m.group(0)), value).replace("$$", "$")
+
+
+def webhook_profile(webhook: Resource) -> str | None:
+    """The --profile the trainyard-webhook Deployment passes to ``trainyard serve``."""
+    spec = ((webhook.doc.get("spec") or {}).get("template") or {}).get("spec") or {}
+    for c in spec.get("containers") or []:
+        if not isinstance(c, dict) or c.get("name") != WEBHOOK_CONTAINER:
+            continue
+        env = {e["name"]: str(e.get("value", "")) for e in c.get("env") or [] if isinstance(e, dict) and "name" in e}
+        args = [expand_vars(str(a), env) for a in [*(c.get("command") or []), *(c.get("args") or [])]]
+        for i, a in enumerate(args):
+            if a == "--profile" and i + 1 < len(args):
+                return args[i + 1] or None
+            if a.startswith("--profile="):
+                return a.split("=", 1)[1] or None
+    return None
+
+
+def collect(resources: Iterable[Resource]) -> Facts:
+    f = Facts()
+    for r in resources:
+        if r.kind == "Deployment" and r.name == WEBHOOK_DEPLOYMENT:
+            f.webhook = r
+            f.profile = webhook_profile(r)
+            f.profile_where = r.where()
+        elif r.kind == "ConfigMap" and r.name == PARAMS_CONFIGMAP:
+            f.params = r
+        elif r.kind == "ValidatingAdmissionPolicy" and r.name == VAP_NAME:
+            f.policy = r
+        elif r.kind == "ValidatingAdmissionPolicyBinding" and r.name == VAP_NAME:
+            f.binding = r
+        elif r.kind == "MutatingWebhookConfiguration" and r.name == MUTATING_WEBHOOK:
+            f.mutating = r
+        elif nad.is_nad(r.doc):
+            f.nads[(r.namespace or "default", r.name)] = r
+        elif r.kind == "Namespace" and r.group == "":
+            f.namespaces[r.name] = r
+    return f

@@ -1,0 +1,245 @@
+"""``trainyard new-job``: scaffold overlays/<cluster>/jobs/<name>/ from a job base.
+
+The folder holds a kustomization that takes base/jobs/<kind> and a JSON patch (job.yaml) with
+what is the job's own: its name, its size, the trainer's arguments and the resources of a pod.
+Nothing about the fabric: the webhook adds that at admission.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trainyard.errors import UserError
+from trainyard.repository import OVERLAYS, Repository
+
+KINDS = {"pytorch": "PyTorchJob", "mpi": "MPIJob", "tf": "TFJob"}
+BASES = {"pytorch": "pytorchjob", "mpi": "mpijob", "tf": "tfjob"}
+_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+TRAINER_IMAGE = "registry.example.com/ml/trainer"
+DEFAULT_TRAINER_ARGS = ("--model", "tiny", "--data", "synthetic")
+
+
+@dataclass
+class JobRequest:
+    name: str
+    cluster: str
+    kind: str = "pytorch"
+    nodes: int = 1
+    gpus: int = 1
+    elastic: tuple[int, int] | None = None
+    image_tag: str | None = None
+    trainer_args: list[str] = field(default_factory=list)
+
+
+def parse_elastic(text: str) -> tuple[int, int]:
+    m = re.fullmatch(r"\s*(\d+)\s*:\s*(\d+)\s*", text or "")
+    if not m:
+        raise UserError(f"--elastic {text!r}: expected MIN:MAX, for example 2:8")
+    lo, hi = int(m.group(1)), int(m.group(2))
+    if lo < 1 or lo > hi:
+        raise UserError(f"--elastic {text!r}: need 1 <= MIN <= MAX")
+    return lo, hi
+
+
+def check_request(repo: Repository, req: JobRequest) -> Path:
+    """Refuse what the operator or Argo CD would refuse; return the folder to create."""
+    repo.require_cluster(req.cluster)
+    if req.kind not in KINDS:
+        raise UserError(f"--kind {req.kind!r}: choose one of {', '.join(KINDS)}")
+    if not _DNS1035.match(req.name):
+        raise UserError(
+            f"job name {req.name!r}: use lower case letters, digits and '-', starting with a letter and ending with a "
+            "letter or digit (a DNS-1035 label, as the Training Operator requires)"
+        )
+    if req.nodes < 1:
+        raise UserError(f"--nodes {req.nodes}: a job needs at least one node")
+    if req.gpus < 0:
+        raise UserError(f"--gpus {req.gpus}: must be 0 or more")
+    longest = f"{req.name}-{'launcher' if req.kind == 'mpi' else 'worker'}-{max(req.nodes - 1, 0)}"
+    if len(longest) > 63:
+        raise UserError(
+            f"job name {req.name!r} is too long: the operator would name a pod and its Service {longest!r} "
+            f"({len(longest)} characters, at most 63)"
+        )
+    if req.elastic is not None:
+        if req.kind != "pytorch":
+            raise UserError("--elastic applies to PyTorch jobs only (torchrun's elastic rendezvous)")
+        lo, hi = req.elastic
+        if not lo <= req.nodes <= hi:
+            raise UserError(f"--nodes {req.nodes} must lie within --elastic {lo}:{hi}")
+    if req.image_tag is not None and (
+        req.image_tag == "latest" or not re.fullmatch(r"[\w][\w.-]{0,127}", req.image_tag)
+    ):
+        raise UserError(f"--image-tag {req.image_tag!r}: give a version tag (not 'latest')")
+    folder = repo.root / OVERLAYS / req.cluster / "jobs" / req.name
+    if folder.exists():
+        raise UserError(f"{repo.rel(folder)} already exists; pick another name or edit that folder")
+    return folder
+
+
+def _q(value: str) -> str:
+    return json.dumps(value)
+
+
+def _list(items: list[str], indent: str) -> str:
+    return "".join(f"\n{indent}- {_q(i)}" for i in items)
+
+
+def _resources(gpus: int, indent: str) -> str:
+    cpu = max(4, 8 * gpus)
+    memory = max(16, 64 * gpus)
+    lines = [f"{indent}limits:"]
+    if gpus:
+        lines.append(f"{indent}  nvidia.com/gpu: {gpus}")
+    lines += [f'{indent}  cpu: "{cpu}"', f"{indent}  memory: {memory}Gi"]
+    return "\n" + "\n".join(lines)
+
+
+def trainer_args(req: JobRequest) -> list[str]:
+    args = list(req.trainer_args) or list(DEFAULT_TRAINER_ARGS)
+    if "--checkpoint-dir" not in args and not any(a.startswith("--checkpoint-dir=") for a in args):
+        args += ["--checkpoint-dir", f"/checkpoints/{req.name}"]
+    return args
+
+
+def _op(op: str, path: str, value: str | None = None) -> str:
+    text = f"- op: {op}\n  path: {path}\n"
+    if value is not None:
+        text += f"  value:{value if value.startswith(chr(10)) else ' ' + value}\n"
+    return text
+
+
+def job_patch(req: JobRequest) -> str:
+    args = trainer_args(req)
+    procs = max(req.gpus, 1)
+    head = (
+        f"# What {req.name} adds to base/jobs/{BASES[req.kind]} (a JSON patch): its name, its size, the trainer's\n"
+        "# arguments and what one pod needs. The fabric (NCCL, net1, /dev/shm, RDMA) comes from the webhook.\n"
+    )
+    ops = [_op("replace", "/metadata/name", req.name)]
+    if req.kind == "pytorch":
+        ops.append(_op("replace", "/spec/nprocPerNode", _q(str(procs))))
+        specs = "/spec/pytorchReplicaSpecs"
+        if req.elastic:
+            lo, hi = req.elastic
+            ops.append(_op("remove", f"{specs}/Master"))
+            ops.append(
+                _op(
+                    "add",
+                    "/spec/elasticPolicy",
+                    f"\n    rdzvBackend: c10d\n    minReplicas: {lo}\n    maxReplicas: {hi}\n    maxRestarts: 3",
+                )
+            )
+            ops.append(_op("replace", f"{specs}/Worker/replicas", str(req.nodes)))
+            types = ["Worker"]
+        elif req.nodes == 1:
+            ops.append(_op("remove", f"{specs}/Worker"))
+            types = ["Master"]
+        else:
+            ops.append(_op("replace", f"{specs}/Worker/replicas", str(req.nodes - 1)))
+            types = ["Master", "Worker"]
+        ops += _container_ops(specs, types, ["--", *args], req.gpus)
+    elif req.kind == "tf":
+        specs = "/spec/tfReplicaSpecs"
+        if req.nodes == 1:
+            ops.append(_op("remove", f"{specs}/Worker"))
+            types = ["Chief"]
+        else:
+            ops.append(_op("replace", f"{specs}/Worker/replicas", str(req.nodes - 1)))
+            types = ["Chief", "Worker"]
+        ops += _container_ops(specs, types, ["--", *args], req.gpus)
+    else:
+        specs = "/spec/mpiReplicaSpecs"
+        ranks = req.nodes * procs
+        script = (
+            "RANK=$OMPI_COMM_WORLD_RANK LOCAL_RANK=$OMPI_COMM_WORLD_LOCAL_RANK WORLD_SIZE=$OMPI_COMM_WORLD_SIZE "
+            f"MASTER_ADDR={req.name}-worker-0.{req.name} MASTER_PORT=29500 exec python -m trainer train "
+            + shlex.join(args)
+        )
+        ops.append(_op("replace", "/spec/slotsPerWorker", str(procs)))
+        ops.append(_op("replace", f"{specs}/Worker/replicas", str(req.nodes)))
+        launcher = ["-np", str(ranks), "--bind-to", "none", "--map-by", "slot", "sh", "-c", script]
+        ops.append(_op("add", f"{specs}/Launcher/template/spec/containers/0/args", _list(launcher, "    ")))
+        ops.append(_op("add", f"{specs}/Worker/template/spec/subdomain", req.name))
+        ops.append(_op("add", f"{specs}/Worker/template/spec/containers/0/resources", _resources(req.gpus, "    ")))
+    return head + "".join(ops)
+
+
+def _container_ops(specs: str, types: list[str], args: list[str], gpus: int) -> list[str]:
+    ops = []
+    for i, rtype in enumerate(types):
+        base = f"{specs}/{rtype}/template/spec/containers/0"
+        if i == 0:
+            anchor_args = "&args" if len(types) > 1 else ""
+            anchor_res = "&resources" if len(types) > 1 else ""
+            ops.append(_op("add", f"{base}/args", anchor_args + _list(args, "    ")))
+            ops.append(_op("add", f"{base}/resources", anchor_res + _resources(gpus, "    ")))
+        else:
+            ops.append(_op("add", f"{base}/args", "*args"))
+            ops.append(_op("add", f"{base}/resources", "*resources"))
+    return ops
+
+
+def kustomization(req: JobRequest) -> str:
+    kind = KINDS[req.kind]
+    resources = [f"../../../../base/jobs/{BASES[req.kind]}"] + (["service.yaml"] if req.kind == "mpi" else [])
+    text = (
+        f"# {req.name}: {req.nodes} node(s) x {req.gpus} GPU(s)"
+        + (f", elastic {req.elastic[0]}..{req.elastic[1]}" if req.elastic else "")
+        + f" ({kind}), made by `trainyard new-job`.\n"
+        "apiVersion: kustomize.config.k8s.io/v1beta1\n"
+        "kind: Kustomization\n"
+        "namespace: ml-training\n"
+        "resources:\n" + "".join(f"  - {r}\n" for r in resources)
+    )
+    if req.image_tag:
+        text += f"images:\n  - name: {TRAINER_IMAGE}\n    newTag: {_q(req.image_tag)}\n"
+    text += (
+        "patches:\n"
+        "  - path: job.yaml\n"
+        "    target:\n"
+        "      group: kubeflow.org\n"
+        f"      kind: {kind}\n"
+        "      name: trainer\n"
+    )
+    return text
+
+
+def service(req: JobRequest) -> str:
+    return (
+        f"# Headless Service giving each worker pod a DNS name (<pod>.{req.name}); the ranks find rank 0 through it.\n"
+        "apiVersion: v1\n"
+        "kind: Service\n"
+        "metadata:\n"
+        f"  name: {req.name}\n"
+        "spec:\n"
+        "  clusterIP: None\n"
+        "  publishNotReadyAddresses: true\n"
+        "  selector:\n"
+        f"    training.kubeflow.org/job-name: {req.name}\n"
+        "    training.kubeflow.org/replica-type: worker\n"
+        "  ports:\n"
+        "    - name: rendezvous\n"
+        "      port: 29500\n"
+        "      targetPort: 29500\n"
+        "      protocol: TCP\n"
+    )
+
+
+def create(repo: Repository, req: JobRequest) -> list[Path]:
+    """Write the job folder; return the files written (the caller validates the cluster)."""
+    folder = check_request(repo, req)
+    folder.mkdir(parents=True)
+    files = {"kustomization.yaml": kustomization(req), "job.yaml": job_patch(req)}
+    if req.kind == "mpi":
+        files["service.yaml"] = service(req)
+    written = []
+    for name, text in files.items():
+        path = folder / name
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return written

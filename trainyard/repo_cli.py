@@ -1,0 +1,179 @@
+"""``trainyard render | validate | preview | new-job``: the GitOps repository's commands."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+class _TrainerArgsParser(argparse.ArgumentParser):
+    """A parser that keeps everything after ``--`` for the trainer.
+
+    argparse matches a trailing list positional as soon as it meets the job name, so arguments
+    after ``--`` that follow options would be rejected; they are split off first instead."""
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        items = list(sys.argv[1:] if args is None else args)
+        trailing: list[str] = []
+        if "--" in items:
+            cut = items.index("--")
+            items, trailing = items[:cut], items[cut + 1 :]
+        ns, extras = super().parse_known_args(items, namespace)
+        ns.trainer_args = trailing
+        return ns, extras
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "render",
+        help="render what Argo CD would apply to each cluster, per Application",
+        description="Build clusters/<cluster>/ with kustomize, then follow every Application and ApplicationSet "
+        "whose source is this repository (base/repo/repo.env), as Argo CD would, and print the objects as YAML, "
+        "Application by Application in sync-wave order (--out: one file per Application). Upstream sources "
+        "(Training Operator, Multus, cert-manager, whereabouts) cannot be fetched offline and are listed with their "
+        "pinned revision.",
+    )
+    p.add_argument("--cluster", action="append", default=[], metavar="C", help="a cluster (repeatable; default all)")
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help="write DIR/<cluster>/NN-<application>.yaml and an INDEX.txt instead of printing YAML",
+    )
+    p.set_defaults(func=_render)
+
+    p = sub.add_parser(
+        "validate",
+        help="check every cluster: schemas, operator rules, fabric, waves, images, NCCL env, admission",
+        description="Render every cluster and check it: built-in kinds against the Kubernetes 1.30 schemas "
+        "(strict), Kubeflow jobs against the Training Operator's admission rules, the webhook's profile and its "
+        "network, sync waves, image tags, the NCCL env lint, unique job names, and each job's pods against the "
+        "ValidatingAdmissionPolicy (CEL) before and after the webhook engine. Exit 1 if anything is wrong.",
+    )
+    p.add_argument("--cluster", action="append", default=[], metavar="C", help="a cluster (repeatable; default all)")
+    p.add_argument("--previews", metavar="DIR", help="write each job's pod preview to DIR/<cluster>/<job>.txt")
+    p.add_argument("--quiet", action="store_true", help="print errors only, no warnings or summary")
+    p.set_defaults(func=_validate)
+
+    p = sub.add_parser(
+        "preview",
+        help="show the pods a job folder becomes and what the webhook injects into each",
+        description="Render a job folder (overlays/<cluster>/jobs/<job>), expand its job into the pods the "
+        "Training Operator creates, run each through the webhook engine with the cluster's default profile and "
+        "print what was injected and what the admission policy decides.",
+    )
+    p.add_argument("path", metavar="PATH", help="a job folder, overlays/<cluster>/jobs/<job>")
+    p.add_argument("--diff", action="store_true", help="add a unified diff of each pod, as created -> as admitted")
+    p.add_argument("--pods", action="store_true", help="print the admitted pods as YAML instead of the summary")
+    p.set_defaults(func=_preview)
+
+    parser_class = sub._parser_class
+    sub._parser_class = _TrainerArgsParser
+    try:
+        p = sub.add_parser(
+            "new-job",
+            help="scaffold overlays/<cluster>/jobs/<name>/ and validate the cluster with it",
+            description="Write overlays/CLUSTER/jobs/NAME/ (a kustomization on base/jobs/<kind> and a small JSON "
+            "patch), refusing to overwrite, then validate the cluster. Arguments after -- go to the trainer "
+            "(default: --model tiny --data synthetic; --checkpoint-dir /checkpoints/NAME is added when missing).",
+            usage="trainyard new-job NAME --cluster C [--kind pytorch|mpi|tf] --nodes N --gpus G "
+            "[--elastic MIN:MAX] [--image-tag T] [-- TRAINER ARGS]",
+        )
+        p.add_argument("name", metavar="NAME", help="job name: a DNS-1035 label (lower case, digits, '-')")
+        p.add_argument("--cluster", required=True, metavar="C", help="cluster folder under clusters/ and overlays/")
+        p.add_argument("--kind", default="pytorch", choices=["pytorch", "mpi", "tf"], help="job kind (default pytorch)")
+        p.add_argument("--nodes", type=int, required=True, metavar="N", help="pods (nodes) of the job")
+        p.add_argument("--gpus", type=int, required=True, metavar="G", help="GPUs per pod (processes per node)")
+        p.add_argument("--elastic", metavar="MIN:MAX", help="PyTorch only: elastic between MIN and MAX nodes")
+        p.add_argument("--image-tag", metavar="T", help="trainer image tag (default: the base's pinned tag)")
+    finally:
+        sub._parser_class = parser_class
+    p.set_defaults(func=_new_job, trainer_args=[])
+
+
+def _print_problems(problems: list, *, quiet: bool) -> None:
+    for p in problems:
+        if quiet and p.severity != "error":
+            continue
+        print(str(p), file=sys.stderr if p.severity == "error" else sys.stdout)
+
+
+def _render(args: argparse.Namespace) -> int:
+    from trainyard import render, repository
+
+    repo = repository.load()
+    text, _ = render.render(repo, args.cluster or None, Path(args.out) if args.out else None)
+    sys.stdout.write(text)
+    return 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from trainyard import repository, validate
+
+    repo = repository.load()
+    clusters = [repo.require_cluster(c) for c in args.cluster] or None
+    report = validate.validate(repo, clusters)
+    _print_problems(report.problems, quiet=args.quiet)
+    if args.previews:
+        written = validate.write_previews(report, Path(args.previews))
+        if not args.quiet:
+            print(f"wrote {len(written)} preview files under {args.previews}/")
+    if not args.quiet:
+        print(validate.summary(report))
+    errors = report.errors()
+    if errors:
+        files = len({p.where for p in errors})
+        raise validate.ValidationFailed(f"validation found {len(errors)} error(s) in {files} file(s); see above")
+    return 0
+
+
+def _preview(args: argparse.Namespace) -> int:
+    from trainyard import preview, repository
+
+    repo = repository.load()
+    jobs = preview.preview_path(repo, args.path)
+    failed = False
+    for jp in jobs:
+        if args.pods:
+            sys.stdout.write(preview.pods_yaml(jp))
+        else:
+            sys.stdout.write(preview.format_job(jp, diff=args.diff))
+        failed = failed or bool(jp.problems())
+    if failed:
+        from trainyard.validate import ValidationFailed
+
+        raise ValidationFailed(f"{args.path}: some pods would not be admitted; see the errors above")
+    return 0
+
+
+def _new_job(args: argparse.Namespace) -> int:
+    from trainyard import newjob, preview, repository, validate
+
+    repo = repository.load()
+    req = newjob.JobRequest(
+        name=args.name,
+        cluster=args.cluster,
+        kind=args.kind,
+        nodes=args.nodes,
+        gpus=args.gpus,
+        elastic=newjob.parse_elastic(args.elastic) if args.elastic else None,
+        image_tag=args.image_tag,
+        trainer_args=list(args.trainer_args),
+    )
+    written = newjob.create(repo, req)
+    for path in written:
+        print(f"wrote {repo.rel(path)}")
+    report = validate.validate(repo, [req.cluster])
+    _print_problems(report.problems, quiet=True)
+    folder = repo.rel(written[0].parent)
+    for jp in report.previews.get(req.cluster, []):
+        if jp.job.source == folder:
+            sys.stdout.write("\n" + preview.format_job(jp))
+    errors = report.errors()
+    if errors:
+        raise validate.ValidationFailed(
+            f"{folder} was written but cluster {req.cluster} does not validate ({len(errors)} error(s) above); "
+            "fix the folder or delete it"
+        )
+    print(f"\ncluster {req.cluster} validates with {folder}; commit it and open a pull request")
+    return 0

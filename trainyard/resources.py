@@ -1,0 +1,156 @@
+"""Rendered Kubernetes objects, with where they came from.
+
+A :class:`Resource` is one document kustomize produced, the file it was defined in (from
+kustomize's origin annotation) and the source folder that was built (an Argo CD Application's
+path). Problems found in it name both: the folder a pull request touched and the file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+ORIGIN_ANNOTATION = "config.kubernetes.io/origin"
+
+# Kinds whose objects have no namespace (built-in ones trainyard's manifests use or may use).
+CLUSTER_SCOPED = frozenset(
+    {
+        ("", "Namespace"),
+        ("", "Node"),
+        ("", "PersistentVolume"),
+        ("rbac.authorization.k8s.io", "ClusterRole"),
+        ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
+        ("apiextensions.k8s.io", "CustomResourceDefinition"),
+        ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"),
+        ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"),
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding"),
+        ("storage.k8s.io", "StorageClass"),
+        ("scheduling.k8s.io", "PriorityClass"),
+        ("networking.k8s.io", "IngressClass"),
+        ("cert-manager.io", "ClusterIssuer"),
+    }
+)
+
+
+@dataclass
+class Resource:
+    doc: dict[str, Any]
+    origin: str | None = None  # file that defined it, relative to the repository root
+    source: str | None = None  # folder that was built (an Application's path)
+    app: str | None = None  # the Argo CD Application that applies it
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> str:
+        return str(self.doc.get("kind", ""))
+
+    @property
+    def api_version(self) -> str:
+        return str(self.doc.get("apiVersion", ""))
+
+    @property
+    def group(self) -> str:
+        return group_of(self.api_version)
+
+    @property
+    def name(self) -> str:
+        return str(meta(self.doc).get("name", ""))
+
+    @property
+    def namespace(self) -> str | None:
+        ns = meta(self.doc).get("namespace")
+        return ns if isinstance(ns, str) and ns else None
+
+    @property
+    def labels(self) -> dict[str, str]:
+        value = meta(self.doc).get("labels")
+        return value if isinstance(value, dict) else {}
+
+    @property
+    def annotations(self) -> dict[str, str]:
+        value = meta(self.doc).get("annotations")
+        return value if isinstance(value, dict) else {}
+
+    def describe(self) -> str:
+        """``Kind namespace/name`` (or ``Kind name`` for cluster-scoped objects)."""
+        ns = self.namespace
+        return f"{self.kind} {ns}/{self.name}" if ns else f"{self.kind} {self.name}"
+
+    def where(self) -> str:
+        """The file the object was defined in; with the folder that was built when the file
+        lies outside it (a base), since that folder is what a pull request changed."""
+        if self.origin and self.source and not self.origin.startswith(self.source.rstrip("/") + "/"):
+            return f"{self.source} ({self.origin})"
+        return self.origin or self.source or "(rendered)"
+
+
+def meta(doc: object) -> dict:
+    if isinstance(doc, dict) and isinstance(doc.get("metadata"), dict):
+        return doc["metadata"]
+    return {}
+
+
+def group_of(api_version: str) -> str:
+    return api_version.rsplit("/", 1)[0] if "/" in api_version else ""
+
+
+def sync_wave(doc: dict) -> int:
+    """The argocd.argoproj.io/sync-wave annotation as Argo CD reads it (default 0)."""
+    value = meta(doc).get("annotations", {}) or {}
+    raw = value.get("argocd.argoproj.io/sync-wave") if isinstance(value, dict) else None
+    try:
+        return int(str(raw).strip()) if raw is not None else 0
+    except ValueError:
+        return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Pod templates inside objects: (path, pod spec) for every kind trainyard renders.
+
+_TEMPLATE_PATHS: dict[str, tuple[str, ...]] = {
+    "Deployment": ("spec", "template"),
+    "StatefulSet": ("spec", "template"),
+    "DaemonSet": ("spec", "template"),
+    "ReplicaSet": ("spec", "template"),
+    "Job": ("spec", "template"),
+}
+REPLICA_FIELDS = {
+    "PyTorchJob": "pytorchReplicaSpecs",
+    "TFJob": "tfReplicaSpecs",
+    "MPIJob": "mpiReplicaSpecs",
+}
+
+
+def pod_templates(doc: dict) -> Iterator[tuple[str, dict]]:
+    """(field path, pod template) for every pod template of ``doc`` (Pod: the pod itself)."""
+    kind = doc.get("kind")
+    spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
+    if kind == "Pod":
+        yield "", doc
+    elif kind in _TEMPLATE_PATHS:
+        tpl = spec.get("template")
+        if isinstance(tpl, dict):
+            yield "spec.template", tpl
+    elif kind == "CronJob":
+        tpl = (((spec.get("jobTemplate") or {}).get("spec") or {}).get("template")) if isinstance(spec, dict) else None
+        if isinstance(tpl, dict):
+            yield "spec.jobTemplate.spec.template", tpl
+    elif kind in REPLICA_FIELDS and str(doc.get("apiVersion", "")).startswith("kubeflow.org/"):
+        replicas = spec.get(REPLICA_FIELDS[kind])
+        if isinstance(replicas, dict):
+            for rtype, rspec in replicas.items():
+                if isinstance(rspec, dict) and isinstance(rspec.get("template"), dict):
+                    yield f"spec.{REPLICA_FIELDS[kind]}.{rtype}.template", rspec["template"]
+
+
+def containers(template: dict) -> Iterator[tuple[str, dict]]:
+    """(field, container) for containers, init containers and ephemeral containers."""
+    spec = template.get("spec") if isinstance(template.get("spec"), dict) else {}
+    for list_name in ("initContainers", "containers", "ephemeralContainers"):
+        items = spec.get(list_name)
+        if isinstance(items, list):
+            for i, c in enumerate(items):
+                if isinstance(c, dict):
+                    yield f"spec.{list_name}[{i}]", c
