@@ -23,8 +23,14 @@ def test_the_repository_validates(report):
     }
 
 
-def test_known_warning_about_the_ib_vf_resource(report):
-    warnings = [str(p) for p in report.warnings()]
+def test_the_repository_has_no_warnings(report):
+    assert [str(p) for p in report.warnings()] == []
+
+
+def test_nad_resource_the_profile_does_not_request_is_warned(repo_copy):
+    edit(repo_copy, "policies/ib.yaml", '    nvidia.com/ib_sriov_vf: "1"', "")
+    kustomize.clear_cache()
+    warnings = [str(p) for p in validate.validate(repo_copy, ["prod-ib"]).warnings()]
     assert any("nvidia.com/ib_sriov_vf" in w and "overlays/prod-ib/platform/networks" in w for w in warnings)
 
 
