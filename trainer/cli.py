@@ -1,6 +1,7 @@
-"""``trainyard preflight | nccl-report``: the trainer image's commands.
+"""``trainyard train | preflight | nccl-report | launch``: the trainer image's commands.
 
-Both check a pod and run before torch is ever imported.
+torch is imported only inside ``train``, so ``trainyard --help`` stays fast and the commands that
+check a pod (preflight, nccl-report, launch) run before torch loads.
 """
 
 from __future__ import annotations
@@ -9,11 +10,23 @@ import argparse
 import json
 import sys
 
+from trainer import options
 from trainer.preflight import ENV_SHM_PATH
 from trainyard.errors import UserError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "train",
+        help="train (one rank; run it under torchrun, or through `launch`)",
+        description="The training loop of the trainer image: DDP or FSDP2, checkpoints with "
+        "torch.distributed.checkpoint under --checkpoint-dir (resumed automatically), SIGTERM saves and "
+        "exits 0, and on GPUs a check that NCCL uses the transport in TRAINYARD_EXPECT_TRANSPORT. "
+        'Rank 0 writes JSON lines to DIR/metrics.jsonl; the last is {"event": "done", ...}.',
+    )
+    options.add_arguments(p)
+    p.set_defaults(func=_train)
+
     p = sub.add_parser(
         "preflight",
         help="check that the pod's fabric settings are live (shm, net1, IPC_LOCK, NCCL env, GPUs)",
@@ -48,6 +61,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(func=_nccl_report)
 
+    p = sub.add_parser(
+        "launch",
+        help="image entrypoint: preflight, then torchrun -m trainer train (run `launch --help`)",
+        description="See `trainyard launch --help`.",
+        prefix_chars="+",  # every argument, options included, goes to launch's own parser below
+        add_help=False,
+    )
+    p.add_argument("argv", nargs=argparse.REMAINDER)
+    p.set_defaults(func=_launch)
+
+
+def _train(args: argparse.Namespace) -> int:
+    cfg = options.from_args(args)
+    from trainer.loop import run
+
+    return run(cfg)
+
 
 def _preflight(args: argparse.Namespace) -> int:
     from trainer import preflight
@@ -77,6 +107,12 @@ def _nccl_report(args: argparse.Namespace) -> int:
     if args.expect and nccl_log.expectation_failures(report, args.expect):
         return 1
     return 0
+
+
+def _launch(args: argparse.Namespace) -> int:
+    from trainer.launch import main
+
+    return main(args.argv)
 
 
 def main(argv: list[str] | None = None) -> int:

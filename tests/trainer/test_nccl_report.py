@@ -10,6 +10,7 @@ import pytest
 from tests.trainer.conftest import FIXTURES, clean_env, trainyard
 from trainer import nccl_log
 from trainer.nccl_log import parse_files, transport_verdict, verify_own_log
+from trainer.transport import own_log_path, prepare_nccl_log
 
 LOGS = FIXTURES / "nccl"
 
@@ -167,3 +168,16 @@ def test_verify_own_log_reads_only_this_process(tmp_path):
     assert verify_own_log(log, 211, "IB", allow_fallback=False).level == "error"
     assert verify_own_log(log, 99999, "IB", allow_fallback=False).level == "warning"
     assert verify_own_log(tmp_path / "missing.log", 1042, "IB", allow_fallback=False).level == "warning"
+
+
+def test_prepare_nccl_log_sets_a_file_and_the_subsystems_needed():
+    env = {"TRAINYARD_EXPECT_TRANSPORT": "IB", "NCCL_DEBUG": "WARN", "NCCL_DEBUG_SUBSYS": "COLL"}
+    pattern = prepare_nccl_log(env)
+    assert pattern == env["NCCL_DEBUG_FILE"] and pattern.endswith("nccl.%h.%p.log")
+    assert env["NCCL_DEBUG"] == "INFO"
+    assert env["NCCL_DEBUG_SUBSYS"] == "COLL,INIT,NET"
+    assert "%" not in own_log_path(pattern, pid=42).name and own_log_path(pattern, pid=42).name.endswith(".42.log")
+    kept = {"TRAINYARD_EXPECT_TRANSPORT": "IB", "NCCL_DEBUG_FILE": "/logs/n.%p", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
+    prepare_nccl_log(kept)
+    assert kept["NCCL_DEBUG_FILE"] == "/logs/n.%p" and kept["NCCL_DEBUG_SUBSYS"] == "INIT,NET"
+    assert prepare_nccl_log({"NCCL_DEBUG": "INFO"}) is None  # nothing expected, nothing changed

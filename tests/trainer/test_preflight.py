@@ -211,6 +211,23 @@ def test_table_for_people(netns):
     assert lines[-1] == "preflight FAILED: interface"
 
 
+@needs_netns
+@pytest.mark.netns
+def test_launch_does_not_start_training_when_preflight_fails(netns, tmp_path):
+    ns = netns()
+    out = subprocess.run(
+        ns.exec(trainyard("launch", "--", "--checkpoint-dir", str(tmp_path / "ckpt"))),
+        capture_output=True,
+        text=True,
+        env=clean_env(NCCL_SOCKET_IFNAME="net1", PET_NNODES="1"),
+        timeout=60,
+    )
+    assert out.returncode == 1
+    assert "launch: preflight failed; not starting training" in out.stderr
+    assert "torch.distributed.run" not in out.stdout + out.stderr
+    assert not (tmp_path / "ckpt").exists()
+
+
 # --------------------------------------------------------------- NCCL_SOCKET_IFNAME semantics
 
 
