@@ -10,6 +10,7 @@ import math
 import shutil
 import signal
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
@@ -283,7 +284,8 @@ def test_two_pods_in_network_namespaces_talk_over_net1(netns, runs, tmp_path):
     the rendezvous goes over eth0, the collectives (gloo, following NCCL_SOCKET_IFNAME) over net1."""
     from tests.trainer.conftest import ip
 
-    bridges = [f"tybr{n}{tmp_path.name[-6:]}"[:15] for n in ("c", "f")]
+    tag = uuid.uuid4().hex[:8]
+    bridges = [f"ty{n}{tag}" for n in ("c", "f")]
     try:
         for br in bridges:
             ip("link", "add", br, "type", "bridge")
