@@ -356,3 +356,38 @@ def test_checkpoint_of_another_model_is_refused_with_a_clear_error(reference, tm
     assert out.returncode == 2, out.stderr[-2000:]
     assert f"error: checkpoint {ckpt}/step-120 was written with model='tiny', this run has model='mlp'" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def _single(tmp_path: Path, name: str, *args: str) -> list[dict]:
+    ckpt = tmp_path / name
+    out = subprocess.run(
+        [PYTHON, "-m", "trainer", "train", "--checkpoint-dir", str(ckpt), "--log-every", "100", *args],
+        capture_output=True,
+        text=True,
+        env=clean_env(OMP_NUM_THREADS="1"),
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return steps(ckpt / "metrics.jsonl")
+
+
+def test_gradient_accumulation_matches_one_big_batch(tmp_path):
+    """mlp (no dropout): 2 micro-batches of 16 give the losses of one batch of 32."""
+    common = ("--model", "mlp", "--max-steps", "8", "--batch-size", "32", "--checkpoint-every", "100")
+    whole = [r["loss"] for r in _single(tmp_path, "whole", *common)]
+    accumulated = [r["loss"] for r in _single(tmp_path, "accum", *common, "--grad-accum", "2")]
+    assert len(whole) == len(accumulated) == 8
+    assert whole[-1] < whole[0]
+    assert accumulated == pytest.approx(whole, rel=1e-4)
+
+
+def test_training_on_a_token_file(tmp_path):
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    tokens = np.cumsum(rng.integers(1, 3, size=20_000)) % 256  # a learnable walk over the vocabulary
+    path = tmp_path / "tokens.bin"
+    tokens.astype(np.uint16).tofile(path)
+    records = _single(tmp_path, "ckpt", "--data", str(path), "--max-steps", "30", "--seq-len", "32")
+    assert records[-1]["step"] == 30
+    assert records[-1]["loss"] < records[0]["loss"]
