@@ -30,7 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
-            if exc.name == name:
+            # the group's own package is absent (an image without it): leave the group out
+            if exc.name == name or name.startswith(f"{exc.name}."):
                 continue
             raise
         module.register(sub)

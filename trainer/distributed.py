@@ -1,0 +1,89 @@
+"""Process group set-up: backend by device, gloo on the fabric interface, one process or many."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import MutableMapping
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from trainer.interfaces import gloo_ifname
+from trainyard.errors import UserError
+
+
+@dataclass(slots=True)
+class World:
+    rank: int
+    world_size: int
+    local_rank: int
+    device: torch.device
+    backend: str
+    # A gloo group for checkpoint I/O and small object exchanges: DCP needs a CPU backend, and
+    # async saves must not share a group with the training collectives running meanwhile.
+    cpu_group: dist.ProcessGroup
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def follow_fabric_interface(env: MutableMapping[str, str] = os.environ) -> str | None:
+    """Set GLOO_SOCKET_IFNAME from NCCL_SOCKET_IFNAME when it is unset, so gloo uses the fabric too.
+
+    Returns the value set, or None when nothing was changed.
+    """
+    if env.get("GLOO_SOCKET_IFNAME") or not env.get("NCCL_SOCKET_IFNAME"):
+        return None
+    name = gloo_ifname(env["NCCL_SOCKET_IFNAME"])
+    if name is None:
+        print(
+            f"warning: NCCL_SOCKET_IFNAME={env['NCCL_SOCKET_IFNAME']} matches no interface that is up with an "
+            "address; gloo picks its own (run `trainyard preflight`)",
+            file=sys.stderr,
+        )
+        return None
+    env["GLOO_SOCKET_IFNAME"] = name
+    return name
+
+
+def init(device_choice: str) -> World:
+    if device_choice == "cuda" and not torch.cuda.is_available():
+        raise UserError("--device cuda, but torch sees no CUDA device; use --device cpu or run on a GPU node")
+    use_cuda = device_choice == "cuda" or (device_choice == "auto" and torch.cuda.is_available())
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    follow_fabric_interface()
+    if use_cuda:
+        if local_rank >= torch.cuda.device_count():
+            raise UserError(
+                f"local rank {local_rank} has no GPU: {torch.cuda.device_count()} visible; "
+                "start at most one process per GPU (--nproc-per-node)"
+            )
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+        backend = "nccl"
+    else:
+        device = torch.device("cpu")
+        backend = "gloo"
+    if not dist.is_initialized():
+        if "RANK" in os.environ and "WORLD_SIZE" in os.environ and "MASTER_ADDR" in os.environ:
+            dist.init_process_group(backend=backend)
+        else:  # a single process without a launcher
+            dist.init_process_group(backend=backend, store=dist.HashStore(), rank=0, world_size=1)
+    cpu_group = dist.new_group(backend="gloo")
+    return World(
+        rank=dist.get_rank(),
+        world_size=dist.get_world_size(),
+        local_rank=local_rank,
+        device=device,
+        backend=backend,
+        cpu_group=cpu_group,
+    )
+
+
+def broadcast_object(obj: object, world: World) -> object:
+    box = [obj]
+    dist.broadcast_object_list(box, src=0, group=world.cpu_group)
+    return box[0]

@@ -1,0 +1,260 @@
+"""``trainyard launch``: the image's entrypoint. Preflight, then exec torchrun with ``-m trainer train``.
+
+How the pod's env becomes torchrun's arguments (:func:`plan`):
+
+- Processes per pod: ``--nproc-per-node``, else PET_NPROC_PER_NODE (the Training Operator sets it
+  from nprocPerNode), else the number of GPUs visible, else 1.
+- Pods: PET_NNODES (a number, or ``min:max`` for elastic jobs), else WORLD_SIZE as older operators
+  set it (one process per pod), else 1.
+- Rendezvous, always torchrun's c10d backend so that a worker that dies takes the whole group
+  through a restart together:
+  - PET_RDZV_ENDPOINT (elastic jobs): used as given, with PET_RDZV_BACKEND/ID/CONF;
+  - one pod: ``--standalone``;
+  - otherwise MASTER_ADDR:MASTER_PORT (PET_MASTER_ADDR/PORT also accepted) as the endpoint. The pod
+    whose node rank (PET_NODE_RANK, else RANK) is 0 hosts the rendezvous store (``is_host=true``),
+    so this works without the pod's host name resolving to its own address.
+- ``--local-addr``: the address this pod is reached at, taken as the source address of the route
+  to the rendezvous host (what other pods can connect to), unless PET_LOCAL_ADDR is set.
+- Restarts: ``--max-restarts``, else PET_MAX_RESTARTS, else 3.
+- GLOO_SOCKET_IFNAME follows NCCL_SOCKET_IFNAME when unset, so gloo (CPU jobs, checkpoint
+  coordination) uses the fabric interface too.
+- TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 unless set: each restart of the worker group gets a fresh
+  store for its process group. With the store torchrun shares by default, restarted workers find
+  the previous attempt's keys and hang in (or fail) process-group set-up.
+
+Standard library only: it runs before torch is imported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from trainer.interfaces import gloo_ifname, route_source
+from trainer.preflight import ENV_SHM_PATH, visible_gpus
+from trainyard.errors import UserError
+
+DEFAULT_MAX_RESTARTS = 3
+DEFAULT_PORT = 29500
+DEFAULT_RDZV_ID = "trainyard"
+
+
+@dataclass(slots=True)
+class Plan:
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)  # variables to add to the environment
+    notes: list[str] = field(default_factory=list)
+
+    def render(self) -> str:
+        lines = [f"# {n}" for n in self.notes]
+        lines += [f"{k}={shlex.quote(v)}" for k, v in self.env.items()]
+        lines.append(shlex.join(self.argv))
+        return "\n".join(lines)
+
+
+def _int(env: Mapping[str, str], name: str) -> int | None:
+    value = (env.get(name) or "").strip()
+    if not value:
+        return None
+    try:
+        return int(value)
+    except ValueError as exc:
+        raise UserError(f"{name}={value!r} is not an integer; the Training Operator sets it to one") from exc
+
+
+def _host_port(value: str) -> tuple[str, str | None]:
+    if value.startswith("["):  # [v6]:port
+        host, _, rest = value[1:].partition("]")
+        return host, rest.lstrip(":") or None
+    if value.count(":") == 1:
+        host, port = value.split(":")
+        return host, port or None
+    return value, None
+
+
+def _endpoint(host: str, port: str | int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def plan(
+    env: Mapping[str, str],
+    train_args: Sequence[str],
+    *,
+    nproc_per_node: str | None = None,
+    max_restarts: int | None = None,
+    local_addr: str | None = None,
+    python: str = sys.executable,
+) -> Plan:
+    """The torchrun command (and env additions) for a pod with environment ``env``."""
+    notes: list[str] = []
+    extra_env: dict[str, str] = {}
+
+    nproc = nproc_per_node or (env.get("PET_NPROC_PER_NODE") or "").strip()
+    if not nproc:
+        gpus = visible_gpus(env)
+        nproc = str(gpus or 1)
+        notes.append(f"{nproc} process(es) per pod: {'one per visible GPU' if gpus else 'no GPU visible'}")
+    if not (nproc.isdigit() and int(nproc) > 0) and nproc not in ("auto", "gpu", "cpu", "xpu"):
+        raise UserError(f"processes per pod {nproc!r} is neither a positive integer nor auto|gpu|cpu")
+
+    nnodes = (env.get("PET_NNODES") or "").strip()
+    if not nnodes:
+        ws = _int(env, "WORLD_SIZE")
+        nnodes = str(ws) if ws else "1"
+        if ws:
+            notes.append(f"PET_NNODES unset: {nnodes} pod(s) from WORLD_SIZE (one process per pod, older operators)")
+    lo, _, hi = nnodes.partition(":")
+    if not lo.isdigit() or (hi and not hi.isdigit()):
+        raise UserError(f"PET_NNODES={nnodes!r} is neither a number of pods nor min:max")
+    single = nnodes == "1" or nnodes == "1:1"
+
+    node_rank = _int(env, "PET_NODE_RANK")
+    if node_rank is None:
+        node_rank = _int(env, "RANK") or 0
+
+    restarts = max_restarts if max_restarts is not None else _int(env, "PET_MAX_RESTARTS")
+    if restarts is None:
+        restarts = DEFAULT_MAX_RESTARTS
+
+    argv = [python, "-m", "torch.distributed.run", "--nnodes", nnodes, "--nproc-per-node", nproc]
+    rdzv_host = None
+    if env.get("PET_RDZV_ENDPOINT"):
+        endpoint = env["PET_RDZV_ENDPOINT"].strip()
+        argv += ["--rdzv-backend", env.get("PET_RDZV_BACKEND") or "c10d", "--rdzv-endpoint", endpoint]
+        argv += ["--rdzv-id", env.get("PET_RDZV_ID") or DEFAULT_RDZV_ID]
+        if env.get("PET_RDZV_CONF"):
+            argv += ["--rdzv-conf", env["PET_RDZV_CONF"]]
+        rdzv_host = _host_port(endpoint)[0]
+        notes.append(f"elastic rendezvous at {endpoint} (PET_RDZV_ENDPOINT)")
+    elif single:
+        argv += ["--standalone"]
+        notes.append("one pod: standalone rendezvous on this pod")
+    else:
+        addr = (env.get("MASTER_ADDR") or env.get("PET_MASTER_ADDR") or "").strip()
+        if not addr:
+            raise UserError(
+                f"{nnodes} pods but no MASTER_ADDR (or PET_MASTER_ADDR / PET_RDZV_ENDPOINT) in the environment; "
+                "the Training Operator sets it: is this a PyTorchJob pod?"
+            )
+        port = (env.get("MASTER_PORT") or env.get("PET_MASTER_PORT") or str(DEFAULT_PORT)).strip()
+        if not port.isdigit():
+            raise UserError(f"MASTER_PORT={port!r} is not a port number")
+        is_host = node_rank == 0
+        conf = [c for c in (env.get("PET_RDZV_CONF") or "").split(",") if c and not c.startswith("is_host=")]
+        conf.append(f"is_host={'true' if is_host else 'false'}")
+        argv += ["--rdzv-backend", "c10d", "--rdzv-endpoint", _endpoint(addr, port)]
+        argv += ["--rdzv-id", env.get("PET_RDZV_ID") or DEFAULT_RDZV_ID, "--rdzv-conf", ",".join(conf)]
+        rdzv_host = addr
+        notes.append(
+            f"rendezvous at {_endpoint(addr, port)}, node rank {node_rank}: "
+            + ("this pod hosts the store" if is_host else "the pod of node rank 0 hosts the store")
+        )
+
+    addr_local = local_addr or (env.get("PET_LOCAL_ADDR") or "").strip() or None
+    if addr_local is None and rdzv_host is not None:
+        addr_local = route_source(rdzv_host)
+        if addr_local:
+            notes.append(f"local address {addr_local}: the source address of the route to {rdzv_host}")
+        else:
+            notes.append(f"{rdzv_host} does not resolve yet: torchrun advertises this pod's host name")
+    if addr_local:
+        argv += ["--local-addr", addr_local]
+    argv += ["--max-restarts", str(restarts)]
+
+    if "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" not in env:
+        # torchrun otherwise hands every restart of the workers the same store, still holding the
+        # keys of the previous attempt: the new process group then hangs or connects to dead ports.
+        extra_env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
+    if env.get("NCCL_SOCKET_IFNAME") and not env.get("GLOO_SOCKET_IFNAME"):
+        gloo = gloo_ifname(env["NCCL_SOCKET_IFNAME"])
+        if gloo:
+            extra_env["GLOO_SOCKET_IFNAME"] = gloo
+    argv += ["-m", "trainer", "train", *train_args]
+    return Plan(argv=argv, env=extra_env, notes=notes)
+
+
+# ------------------------------------------------------------------------------------- CLI glue
+
+
+def options_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="trainyard launch",
+        description="Entrypoint of the trainer image: run preflight, then exec torchrun with `-m trainer train`, "
+        "mapping the Training Operator's env (PET_*, MASTER_ADDR/PORT, WORLD_SIZE, RANK) to torchrun's "
+        "arguments. Launch options come first; every argument from the first one launch does not know "
+        "(or after `--`) goes to `train` (see `trainyard train --help`).",
+        usage="trainyard launch [LAUNCH OPTIONS] [--] [TRAIN ARGS...]",
+    )
+    p.add_argument(
+        "--nproc-per-node", metavar="N", help="processes per pod (default: PET_NPROC_PER_NODE, else GPUs, else 1)"
+    )
+    p.add_argument(
+        "--max-restarts", type=int, metavar="N", help="worker group restarts (default: PET_MAX_RESTARTS, else 3)"
+    )
+    p.add_argument("--local-addr", metavar="ADDR", help="address other pods reach this one at (default: derived)")
+    p.add_argument(
+        "--shm-path", metavar="PATH", help=f"where preflight checks shm (default: ${ENV_SHM_PATH} or /dev/shm)"
+    )
+    p.add_argument("--skip-preflight", action="store_true", help="start torchrun even if preflight fails (debugging)")
+    p.add_argument("--dry-run", action="store_true", help="print the torchrun command and exit")
+    return p
+
+
+def split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Launch's own options (leading, known) and the train arguments (the rest)."""
+    parser = options_parser()
+    known: dict[str, bool] = {}
+    for action in parser._actions:
+        for opt in action.option_strings:
+            known[opt] = action.nargs != 0
+    own: list[str] = []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "--":
+            return own, list(argv[i + 1 :])
+        name = token.split("=", 1)[0]
+        if name not in known:
+            break
+        own.append(token)
+        if known[name] and "=" not in token and i + 1 < len(argv):
+            own.append(argv[i + 1])
+            i += 1
+        i += 1
+    return own, list(argv[i:])
+
+
+def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
+    env = os.environ if env is None else env
+    own, train_args = split_argv(argv)
+    opts = options_parser().parse_args(own)
+    the_plan = plan(
+        env,
+        train_args,
+        nproc_per_node=opts.nproc_per_node,
+        max_restarts=opts.max_restarts,
+        local_addr=opts.local_addr,
+    )
+    if opts.dry_run:
+        print(the_plan.render())
+        return 0
+    if not opts.skip_preflight:
+        from trainer import preflight
+
+        checks = preflight.run_checks(env, shm_path=opts.shm_path)
+        code = preflight.exit_code(checks)
+        print(preflight.render(checks), file=sys.stderr if code else sys.stdout, flush=True)
+        if code:
+            print("launch: preflight failed; not starting training (--skip-preflight to override)", file=sys.stderr)
+            return code
+    for note in the_plan.notes:
+        print(f"launch: {note}", flush=True)
+    print(f"launch: exec {shlex.join(the_plan.argv)}", flush=True)
+    new_env = dict(env)
+    new_env.update(the_plan.env)
+    os.execve(the_plan.argv[0], the_plan.argv, new_env)
+    return 0  # not reached
