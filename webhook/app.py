@@ -8,7 +8,6 @@ server's reloader swaps atomically (policies, TLS) while requests are in flight.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from dataclasses import dataclass, field
 
@@ -17,12 +16,11 @@ from fastapi import FastAPI, Request, Response
 
 from webhook.metrics import Metrics
 from webhook.policy import PolicySet
-from webhook.review import Record, review
+from webhook.review import review
+from webhook.reviewlog import ReviewLog
 from webhook.tls import CertStore
 
 MAX_BODY = 3 * 1024 * 1024  # kube-apiserver's own request limit is 3 MiB
-
-review_log = logging.getLogger("trainyard.webhook.review")
 
 
 @dataclass
@@ -31,6 +29,7 @@ class State:
     default: str
     certs: CertStore | None = None
     metrics: Metrics = field(default_factory=Metrics)
+    review_log: ReviewLog | None = None  # None: reviews are not logged (log level above info)
     draining: bool = False
 
     @property
@@ -87,21 +86,22 @@ def create_app(state: State, request_timeout: float = 10.0) -> FastAPI:
         start = time.perf_counter()
         refused = unsupported_media(request)
         if refused is not None:
-            metrics.reviews.labels("unsupported_media").inc()
+            metrics.outcome["unsupported_media"].inc()
             return refused
         with metrics.in_flight.track_inprogress():
             body = await read_body(request, request_timeout)
             if isinstance(body, Response):
-                metrics.reviews.labels("too_large" if body.status_code == 413 else "invalid").inc()
+                metrics.outcome["too_large" if body.status_code == 413 else "invalid"].inc()
                 return body
             policies = state.policies
             if policies is None:
                 return _error(503, "no policies loaded")
             status, payload, record = review(body, policies, state.default)
         elapsed = time.perf_counter() - start
-        metrics.reviews.labels(record.outcome).inc()
+        metrics.outcome[record.outcome].inc()
         metrics.latency.observe(elapsed)
-        _log(record, elapsed)
+        if state.review_log is not None:
+            state.review_log.write(record, elapsed)
         return Response(payload, status_code=status, media_type="application/json")
 
     @app.get("/healthz")
@@ -119,21 +119,3 @@ def create_app(state: State, request_timeout: float = 10.0) -> FastAPI:
         return Response(metrics.render(), media_type=metrics.content_type)
 
     return app
-
-
-def _log(record: Record, elapsed: float) -> None:
-    if not review_log.isEnabledFor(logging.INFO):
-        return
-    review_log.info(
-        {
-            "uid": record.uid,
-            "namespace": record.namespace,
-            "pod": record.pod,
-            "profile": record.profile,
-            "outcome": record.outcome,
-            "ops": record.ops,
-            "warnings": record.warnings,
-            "reason": record.reason,
-            "ms": round(elapsed * 1000, 3),
-        }
-    )

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any, Literal
 
 from trainyard.nccl_lint import lint_env
@@ -265,8 +266,7 @@ def _env(
     interface: str,
     shm_bytes: int,
 ) -> None:
-    wanted: list[tuple[str, str, bool]] = [(n, v, n in profile.enforced) for n, v in profile.env_values]
-    wanted += [(n, interface, n in profile.enforced) for n in profile.env_from_interface]
+    wanted = [(name, interface if value is None else value, enforced) for name, value, enforced in profile.env_plan]
     wanted += [
         (ENV_FABRIC, profile.name, True),
         (ENV_TRANSPORT, profile.spec.transport, True),
@@ -276,9 +276,14 @@ def _env(
         c = containers[i]
         env = _list(c.get("env"))
         seen: dict[str, list[int]] = {}
+        nccl: list[tuple[str, str | None]] = []
         for j, e in enumerate(env):
-            if isinstance(e, dict) and isinstance(e.get("name"), str):
-                seen.setdefault(e["name"], []).append(j)
+            name = e.get("name") if isinstance(e, dict) else None
+            if isinstance(name, str):
+                seen.setdefault(name, []).append(j)
+                if name.startswith("NCCL_"):
+                    value = e.get("value")
+                    nccl.append((name, value if isinstance(value, str) else None))
         new = []
         for name, value, enforced in wanted:
             if name not in seen:
@@ -287,13 +292,13 @@ def _env(
                 for j in seen[name]:
                     _enforce(out, c, i, j, value, profile.name, interface)
         _extend(out.ops, c, f"/spec/containers/{i}", ("env",), new)
-        user_nccl = (
-            (e["name"], e.get("value") if isinstance(e.get("value"), str) else None)
-            for e in env
-            if isinstance(e, dict) and isinstance(e.get("name"), str) and e["name"].startswith("NCCL_")
-        )
-        for finding in lint_env(user_nccl, expect_transport=profile.spec.transport):
-            out.warnings.append(f"container {_cname(c, i)}: {finding.message}")
+        if nccl:
+            out.warnings += [f"container {_cname(c, i)}: {m}" for m in _lint(tuple(nccl), profile.spec.transport)]
+
+
+@lru_cache(maxsize=256)  # the pods of a job carry the same variables: lint each set once
+def _lint(pairs: tuple[tuple[str, str | None], ...], transport: str) -> tuple[str, ...]:
+    return tuple(finding.message for finding in lint_env(pairs, expect_transport=transport))
 
 
 def _enforce(out: Mutation, c: dict, i: int, j: int, value: str, fabric: str, interface: str) -> None:
@@ -428,7 +433,7 @@ def _tolerated(existing: Iterable[object], key: str | None) -> bool:
 
 def _tolerations(out: Mutation, spec: dict, profile: CompiledProfile) -> None:
     existing = _list(spec.get("tolerations"))
-    missing = [t.as_k8s() for t in profile.spec.tolerations if not _tolerated(existing, t.key)]
+    missing = [dict(t) for t in profile.tolerations if not _tolerated(existing, t.get("key"))]
     _extend(out.ops, spec, "/spec", ("tolerations",), missing)
 
 

@@ -19,8 +19,8 @@ class Metrics:
             ["outcome"],
             registry=self.registry,
         )
-        for outcome in OUTCOMES:
-            self.reviews.labels(outcome)  # export zeroes, so rate() works from the first scrape
+        # bound once (zeroes exported from the first scrape, no label lookup per review)
+        self.outcome = {outcome: self.reviews.labels(outcome) for outcome in OUTCOMES}
         self.latency = Histogram(
             "trainyard_webhook_review_duration_seconds",
             "Time to answer one AdmissionReview, body read to response built",

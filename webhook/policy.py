@@ -205,9 +205,9 @@ class CompiledProfile:
     profile: FabricProfile
     trainer_images: frozenset[tuple[str, str]]  # (domain, path) of each trainer repository
     warnings: tuple[Finding, ...] = ()
-    env_values: tuple[tuple[str, str], ...] = field(default=())  # (name, fixed value)
-    env_from_interface: tuple[str, ...] = ()
-    enforced: frozenset[str] = frozenset()
+    # (name, value, enforced) in the profile's order; value None: the fabric interface's name
+    env_plan: tuple[tuple[str, str | None, bool], ...] = field(default=())
+    tolerations: tuple[dict, ...] = ()  # as Kubernetes spells them (copy before handing out)
 
     @property
     def name(self) -> str:
@@ -233,9 +233,8 @@ def compile_profile(profile: FabricProfile) -> CompiledProfile:
     return CompiledProfile(
         profile=profile,
         trainer_images=frozenset(repos),
-        env_values=tuple((e.name, e.value) for e in spec.env if e.value is not None),
-        env_from_interface=tuple(e.name for e in spec.env if e.from_network == "interface"),
-        enforced=frozenset(e.name for e in spec.env if e.enforced),
+        env_plan=tuple((e.name, e.value, e.enforced) for e in spec.env),
+        tolerations=tuple(t.as_k8s() for t in spec.tolerations),
     )
 
 

@@ -23,6 +23,7 @@ from trainyard.errors import UserError
 from webhook.app import State, create_app
 from webhook.policy import PolicyError, PolicySet, load_policies
 from webhook.protocol import GuardedHttpToolsProtocol
+from webhook.reviewlog import LOGGER, ReviewLog
 from webhook.tls import CertStore
 
 log = logging.getLogger("trainyard.webhook")
@@ -174,6 +175,8 @@ def serve(
     configure_logging(log_level)
     state = build(policies_dir, profile, tls_dir)
     assert state.certs is not None
+    if logging.getLogger(LOGGER).isEnabledFor(logging.INFO):
+        state.review_log = ReviewLog()
     server = uvicorn_server(create_app(state, request_timeout), state.certs, host, port, request_timeout, drain_seconds)
     reloader = Reloader(state, Path(policies_dir), reload_interval)
     reloader.start()
@@ -200,5 +203,7 @@ def serve(
         server.run()
     finally:
         reloader.stopped.set()
+        if state.review_log is not None:
+            state.review_log.close()
     if not server.started:
         raise UserError(f"could not listen on {host}:{port} (in use, or not permitted)")

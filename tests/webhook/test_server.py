@@ -77,8 +77,11 @@ def test_mutate_over_tls(setup):
         assert c.get("/readyz").status_code == 200
         assert metric(c, 'trainyard_webhook_reviews_total{outcome="patched"}') == 1
         assert metric(c, "trainyard_webhook_review_duration_seconds_count") == 1
-    log_lines = [orjson.loads(line) for line in server.logs().splitlines() if '"uid"' in line]
-    (entry,) = log_lines
+
+    def review_lines():  # written in batches, within a fraction of a second
+        return [orjson.loads(line) for line in server.logs().splitlines() if '"uid"' in line]
+
+    (entry,) = wait_for(review_lines, what="the review's log line")
     assert entry["uid"] == req["request"]["uid"] and entry["pod"] == pod["metadata"]["name"]
     assert entry["profile"] == "roce" and entry["ops"] > 0 and entry["warnings"] and entry["ms"] > 0
 
