@@ -149,25 +149,20 @@ def main() -> int:
                         f"p99 {run.p99_ms:6.2f} ms  errors {run.errors}",
                         flush=True,
                     )
-            workers = 10
-            for name, server in servers.items():
-                cmd = ["hey", "-z", f"{args.seconds}s", "-c", str(workers), "-q", str(args.rate // workers)]
-                cmd += [
-                    "-m",
-                    "POST",
-                    "-T",
-                    "application/json",
-                    "-D",
-                    str(tmpdir / "body.json"),
-                    f"{server.base}/mutate",
-                ]
-                run = load(server, name, f"{args.rate} req/s fixed", cmd, parse_hey)
-                runs.append(run)
-                print(
-                    f"{run.server:8} {run.load:16} {run.rps:8.0f} req/s  p50 {run.p50_ms:6.2f} ms  "
-                    f"p99 {run.p99_ms:6.2f} ms  errors {run.errors}",
-                    flush=True,
-                )
+            # a fixed rate from 2 connections (spread) and from 10 (hey's workers tick together:
+            # bursts of 10 requests, the shape of a job creating its pods at once)
+            for workers in (2, 10):
+                for name, server in servers.items():
+                    cmd = ["hey", "-z", f"{args.seconds}s", "-c", str(workers), "-q", str(args.rate // workers)]
+                    cmd += ["-m", "POST", "-T", "application/json", "-D", str(tmpdir / "body.json")]
+                    label = f"{args.rate} req/s, {workers} conns"
+                    run = load(server, name, label, [*cmd, f"{server.base}/mutate"], parse_hey)
+                    runs.append(run)
+                    print(
+                        f"{run.server:8} {run.load:16} {run.rps:8.0f} req/s  p50 {run.p50_ms:6.2f} ms  "
+                        f"p99 {run.p99_ms:6.2f} ms  errors {run.errors}",
+                        flush=True,
+                    )
         finally:
             for server in servers.values():
                 server.stop()
