@@ -72,7 +72,7 @@ async def read_body(request: Request, timeout: float) -> bytes | Response:
 
 def create_app(state: State, request_timeout: float = 10.0) -> FastAPI:
     """The webhook app; a request body must arrive within ``request_timeout`` seconds (kube-apiserver
-    itself waits at most the webhook's timeoutSeconds, 10 s in base/webhook)."""
+    itself waits at most the webhook configuration's timeoutSeconds, 5 s in base/webhook)."""
     app = FastAPI(
         title="trainyard fabric webhook",
         docs_url=None,
