@@ -89,24 +89,18 @@ class Network:
     bridge: str = ""
 
     @classmethod
-    def from_nad(cls, nad: dict) -> Network:
-        meta = nad.get("metadata") or {}
+    def from_nad(cls, doc: dict) -> Network:
+        from trainyard import nad
+
+        meta = doc.get("metadata") or {}
         where = f"NetworkAttachmentDefinition {meta.get('namespace', '')}/{meta.get('name', '')}"
         try:
-            config = json.loads((nad.get("spec") or {}).get("config") or "{}")
-        except json.JSONDecodeError as exc:
-            raise UserError(f"{where}: spec.config is not JSON: {exc}") from None
-        ipam = config.get("ipam") or {}
-        if ipam.get("type") == "whereabouts" and ipam.get("range"):
-            subnet = ipaddress.ip_network(ipam["range"], strict=False)
-            first, last = subnet.network_address + 1, subnet.broadcast_address - 1
-        elif ipam.get("subnet"):
-            subnet = ipaddress.ip_network(ipam["subnet"], strict=False)
-            first = ipaddress.ip_address(ipam.get("rangeStart") or subnet.network_address + 1)
-            last = ipaddress.ip_address(ipam.get("rangeEnd") or subnet.broadcast_address - 1)
-        else:
-            raise UserError(f"{where}: spec.config has no IPAM subnet or range to take addresses from")
-        pool = (ipaddress.ip_address(n) for n in range(int(first), int(last) + 1))
+            subnet, first, last = nad.address_range(nad.config(doc))
+        except (ValueError, KeyError) as exc:
+            raise UserError(f"{where}: spec.config: {exc}") from None
+        lo = ipaddress.ip_address(first) if first else subnet.network_address + 1
+        hi = ipaddress.ip_address(last) if last else subnet.broadcast_address - 1
+        pool = (ipaddress.ip_address(n) for n in range(int(lo), int(hi) + 1))
         return cls(meta.get("name", ""), meta.get("namespace", "default"), subnet, pool)  # type: ignore[arg-type]
 
 
@@ -155,8 +149,9 @@ class LocalPod:
         return self.interfaces.get("eth0", "127.0.0.1")
 
     @property
-    def done(self) -> bool:
-        return bool(self.processes) and all(p.poll() is not None for p in self.processes.values())
+    def finished(self) -> bool:
+        """Every container has exited for good (no restart pending): see LocalCluster.poll."""
+        return bool(self.processes) and set(self.exit_codes) == set(self.processes)
 
 
 class LocalCluster:
@@ -173,7 +168,7 @@ class LocalCluster:
         self.entrypoints = entrypoints
         self.max_restarts = max_restarts
         self.base_env = base_env or {}
-        available, why = isolation_available() if isolate in (None, True) else (False, "not requested")
+        available, why = isolation_available() if isolate in (None, True) else (False, "asked not to isolate")
         if isolate and not available:
             raise UserError(f"pods cannot be isolated in network namespaces: {why}")
         self.isolated = available
@@ -380,6 +375,14 @@ class LocalCluster:
                     events.append(f"{pod.name}/{name} exited with {code}")
         return events
 
+    def host_path(self, pod: LocalPod, path: str) -> Path | None:
+        """Where ``path`` inside the pod's first container lives on this machine (its volume)."""
+        mounts, _ = self._volumes(pod, pod.spec["spec"]["containers"][0])
+        for mount, host in sorted(mounts.items(), key=lambda kv: -len(kv[0])):
+            if path == mount or path.startswith(mount.rstrip("/") + "/"):
+                return host / path[len(mount) :].lstrip("/")
+        return None
+
     def counters(self, pod: LocalPod) -> dict[str, dict[str, int]]:
         """Bytes received and sent per interface of the pod (its namespace's counters)."""
         if not self.isolated:
@@ -392,23 +395,16 @@ class LocalCluster:
         }
 
     def pids(self, pod: LocalPod) -> list[int]:
-        """Every process of the pod (all its containers' process groups)."""
-        pids = []
-        for proc in pod.processes.values():
-            with contextlib.suppress(ProcessLookupError):
-                pgid = os.getpgid(proc.pid)
-                for entry in Path("/proc").iterdir():
-                    if entry.name.isdigit():
-                        with contextlib.suppress(OSError, IndexError, ValueError):
-                            stat = (entry / "stat").read_text()
-                            if int(stat.rsplit(")", 1)[1].split()[2]) == pgid:
-                                pids.append(int(entry.name))
-        return pids
+        """Every process of the pod: its containers' processes and all their descendants (torchrun
+        starts its workers in sessions of their own, so process groups are not enough)."""
+        return _descendants({p.pid for p in pod.processes.values() if p.poll() is None})
 
     # -- teardown
 
     def stop_pods(self, grace: float = 10.0) -> None:
+        """SIGTERM each container (as the kubelet does), then SIGKILL whatever is left."""
         live = [p for pod in self.pods.values() for p in pod.processes.values() if p.poll() is None]
+        family = set(_descendants({p.pid for p in live}))
         for proc in live:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)
@@ -416,10 +412,11 @@ class LocalCluster:
         for proc in live:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(max(0.0, deadline - time.monotonic()))
+        for pid in family | set(_descendants({p.pid for p in live})):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         for pod in self.pods.values():
             for proc in pod.processes.values():
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)  # the whole group, stragglers included
                 proc.wait()
 
     def close(self) -> None:
@@ -439,6 +436,25 @@ class LocalCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _descendants(roots: set[int]) -> list[int]:
+    """``roots`` (those alive) and all their descendants, from /proc."""
+    children: dict[int, list[int]] = {}
+    alive = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(entry.name))
+            alive.add(int(entry.name))
+    out, todo = [], [r for r in roots if r in alive]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo += children.get(pid, [])
+    return out
 
 
 def _remove(made: dict[str, list[str]]) -> None:

@@ -1,0 +1,164 @@
+"""``make demo``, reduced: the whole path of a job on one machine, and nothing left behind.
+
+The same command a user runs (``python -m trainyard.demo``), with fewer steps: render and
+validate the dev cluster, the webhook over TLS, the job's pods through admission, the pods in
+network namespaces, training with a worker killed halfway, the report. Then the machine is
+checked for leftovers (namespaces, links, hosts files, processes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.trainyard.conftest import REPO_ROOT
+from trainyard.localpods import STATE_DIR
+
+STEPS, EVERY = 60, 10
+
+
+def demo(*args: str) -> subprocess.CompletedProcess:
+    """``python -m trainyard.demo ARGS`` as a user runs it (make demo runs it without arguments)."""
+    return subprocess.run(
+        [sys.executable, "-m", "trainyard.demo", *args], capture_output=True, text=True, timeout=300, cwd=REPO_ROOT
+    )
+
+
+def leftovers(run_id: str, workdir: Path) -> list[str]:
+    found = []
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    found += [f"netns {line.split()[0]}" for line in netns.splitlines() if f"ty-{run_id}-" in line]
+    found += [f"link {line.split(':')[1].strip()}" for line in links.splitlines() if f"ty{run_id}" in line]
+    found += [f"/etc/netns/{p.name}" for p in Path("/etc/netns").glob(f"ty-{run_id}-*")]
+    found += [f"state {p}" for p in STATE_DIR.glob(f"{run_id}.json")]
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit() and int(proc.name) != os.getpid():
+            try:
+                cmdline = (proc / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if str(workdir).encode() in cmdline:
+                found.append(f"process {proc.name}: {cmdline.replace(bytes(1), b' ')[:120]!r}")
+    return found
+
+
+def test_demo_end_to_end(tmp_path):
+    workdir, summary_file = tmp_path / "work", tmp_path / "summary.json"
+    r = demo(
+        "--max-steps",
+        str(STEPS),
+        "--checkpoint-every",
+        str(EVERY),
+        "--workdir",
+        str(workdir),
+        "--summary",
+        str(summary_file),
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    s = json.loads(summary_file.read_text())
+
+    # admission: the policy rejects every pod as the operator creates it and admits it as mutated
+    assert [p["name"] for p in s["pods"]] == ["smoke-ddp-master-0", "smoke-ddp-worker-0"]
+    for pod in s["pods"]:
+        assert pod["policy_before"] and pod["policy_after"] == [] and pod["schema_errors"] == []
+        assert "container pytorch: env NCCL_SOCKET_IFNAME=net1" in pod["injected"]
+        assert "container pytorch: mount trainyard-shm at /dev/shm" in pod["injected"]
+        assert pod["exit_code"] == 0
+        assert any(line.startswith("shm pass:") for line in pod["preflight"])
+    # the collective traffic went over the fabric interface
+    if s["isolated"]:
+        for pod in s["pods"]:
+            net1, eth0 = pod["counters"]["net1"], pod["counters"]["eth0"]
+            assert net1["tx"] > 50 * eth0["tx"] and net1["rx"] > 50 * eth0["rx"], pod["counters"]
+            assert any(line.startswith("interface pass:") and "net1 up" in line for line in pod["preflight"])
+    else:
+        assert s["why_not_isolated"]
+    # the worker was killed halfway and the job resumed from the last committed step
+    killed = s["killed"]
+    assert killed and killed["pod"] == "smoke-ddp-worker-0"
+    assert s["resumed_from"] == killed["last_committed"] >= STEPS // 2 and s["resumed_from"] % EVERY == 0
+    events = [json.loads(line) for line in (workdir / "pvc/training-checkpoints/smoke-ddp/metrics.jsonl").open()]
+    committed = [e["step"] for e in events if e.get("event") == "committed"]
+    resume_at = next(i for i, e in enumerate(events) if e.get("event") == "resume")
+    assert [e["step"] for e in events[:resume_at] if e.get("event") == "committed"][-1] == s["resumed_from"]
+    assert committed[-1] == STEPS and s["done_step"] == STEPS
+    assert s["last_loss"] < s["first_loss"]
+    assert "resumed from committed step" in r.stdout
+    assert "collective traffic: net1 carried" in r.stdout or not s["isolated"]
+    assert leftovers(s["cluster_id"], workdir) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the cleanup of namespaces needs root")
+def test_ctrl_c_cleans_up_and_a_second_run_works(tmp_path):
+    workdir = tmp_path / "work"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trainyard.demo", "--max-steps", "2000", "--no-fault", "--workdir", str(workdir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=REPO_ROOT,
+    )
+    metrics = workdir / "pvc/training-checkpoints/smoke-ddp/metrics.jsonl"
+    output, run_id = [], None
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # until training runs (a step line in the metrics)
+        line = proc.stdout.readline()
+        output.append(line)
+        if m := re.search(r"\(ty-([0-9a-f]+)-\*\)", line):
+            run_id = m.group(1)
+        if run_id and metrics.exists() and b'"step": 3,' in metrics.read_bytes():
+            break
+        assert proc.poll() is None, "".join(output)
+    assert run_id, "".join(output)
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, "".join(output) + rest
+    assert "everything the demo started was stopped and removed" in rest
+    assert leftovers(run_id, workdir) == []
+    second = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "trainyard.demo",
+            "--max-steps",
+            "10",
+            "--no-fault",
+            "--workdir",
+            str(tmp_path / "again"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO_ROOT,
+    )
+    assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-2000:]
+
+
+def test_a_failed_run_cleans_up(tmp_path):
+    workdir = tmp_path / "work"
+    r = demo("--max-steps", "100000", "--no-fault", "--timeout", "15", "--workdir", str(workdir))
+    assert r.returncode == 2 and "error: the job did not finish in time" in r.stderr, r.stdout[-2000:] + r.stderr
+    run_id = re.search(r"\(ty-([0-9a-f]+)-\*\)", r.stdout)
+    assert leftovers(run_id.group(1) if run_id else "none", workdir) == []
+
+
+def test_without_network_namespaces_the_demo_says_so_and_still_trains(tmp_path):
+    summary_file = tmp_path / "summary.json"
+    work = str(tmp_path / "work")
+    r = demo(
+        "--no-netns", "--max-steps", "30", "--checkpoint-every", "10", "--workdir", work, "--summary", str(summary_file)
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "LOCAL PROCESSES on 127.0.0.1, not isolated (asked not to isolate)" in r.stdout
+    s = json.loads(summary_file.read_text())
+    assert not s["isolated"] and s["done_step"] == 30 and s["resumed_from"] == s["killed"]["last_committed"]
+    assert "no per-pod interfaces or counters" in r.stdout
