@@ -17,7 +17,7 @@ MNIST_PATCH = f"{MNIST}/job.yaml"
 def test_the_repository_validates(report):
     assert errors_of(report) == []
     assert {c: [jp.job.name for jp in jobs] for c, jobs in report.previews.items()} == {
-        "dev": ["mnist-ddp"],
+        "dev": ["mnist-ddp", "smoke-ddp"],
         "prod-roce": ["llama-finetune"],
         "prod-ib": ["horovod"],
     }
@@ -272,7 +272,7 @@ def test_validate_cli_writes_previews(repo, tmp_path, capsys, monkeypatch):
     text = (tmp_path / "dev" / "mnist-ddp.txt").read_text()
     assert "NCCL_SOCKET_IFNAME=net1" in text and "+++ mnist-ddp-master-0 (admitted)" in text
     assert "kind: Pod" in (tmp_path / "dev" / "mnist-ddp.pods.yaml").read_text()
-    assert "dev: 11 Applications" in capsys.readouterr().out
+    assert "dev: 12 Applications" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("cluster", ["dev", "prod-roce", "prod-ib"])
