@@ -24,6 +24,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from results import publish  # noqa: E402
+
 from trainyard.demo import admission_review  # noqa: E402
 from webhook.engine import admit  # noqa: E402
 from webhook.policy import load_policies  # noqa: E402
@@ -105,10 +107,7 @@ def main() -> int:
         f"| **{mix_review:,.0f}** | {1e6 / mix_review:.1f} |"
     )
     table = "\n".join(lines) + "\n"
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(table)
-    print()
-    print(table)
+    publish(table, args.out)
     return 0
 
 

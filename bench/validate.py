@@ -23,6 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from results import publish  # noqa: E402
+
 from trainyard import repository  # noqa: E402
 from trainyard.newjob import JobRequest, create  # noqa: E402
 
@@ -108,10 +110,7 @@ def main() -> int:
         "",
     ]
     table = "\n".join(lines)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(table)
-    print()
-    print(table)
+    publish(table, args.out)
     return 0
 
 

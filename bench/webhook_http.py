@@ -30,6 +30,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from results import publish  # noqa: E402
+
 from trainyard.demo import admission_review  # noqa: E402
 from webhook.certs import generate  # noqa: E402
 from webhook.local import LocalWebhook, rss_bytes  # noqa: E402
@@ -168,10 +170,7 @@ def main() -> int:
                 server.stop()
 
     table = render(runs, rest, args, len(body), len(canned))
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(table)
-    print()
-    print(table)
+    publish(table, args.out)
     return 0
 
 

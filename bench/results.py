@@ -1,0 +1,13 @@
+"""Where the benchmark scripts put their tables: printed, and written to bench/results/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def publish(table: str, out: str | Path) -> None:
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(table if table.endswith("\n") else table + "\n")
+    print()
+    print(table)
