@@ -26,10 +26,9 @@ sys.path.insert(0, str(ROOT))
 
 from results import publish  # noqa: E402
 
-from trainyard.demo import admission_review  # noqa: E402
 from webhook.engine import admit  # noqa: E402
 from webhook.policy import load_policies  # noqa: E402
-from webhook.review import review  # noqa: E402
+from webhook.review import admission_review, review  # noqa: E402
 
 NON_TRAINER = {
     "apiVersion": "v1",

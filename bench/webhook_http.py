@@ -32,11 +32,10 @@ sys.path.insert(0, str(ROOT))
 
 from results import publish  # noqa: E402
 
-from trainyard.demo import admission_review  # noqa: E402
 from webhook.certs import generate  # noqa: E402
 from webhook.local import LocalWebhook, rss_bytes  # noqa: E402
 from webhook.policy import load_policies  # noqa: E402
-from webhook.review import review  # noqa: E402
+from webhook.review import admission_review, review  # noqa: E402
 
 SERVER_CPU, LOAD_CPU = 0, 1
 WRK_LUA = """

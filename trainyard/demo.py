@@ -27,7 +27,6 @@ import signal
 import sys
 import tempfile
 import time
-import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -36,34 +35,11 @@ import jsonpatch
 import orjson
 
 from trainyard.errors import UserError
+from trainyard.processes import training_workers
+from webhook.review import admission_review
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAINER_REPOSITORY = "registry.example.com/ml/trainer"
-
-
-def admission_review(pod: dict, namespace: str) -> dict:
-    """An AdmissionReview v1 request for creating ``pod``, shaped as kube-apiserver sends it."""
-    gvk = {"group": "", "version": "v1", "kind": "Pod"}
-    gvr = {"group": "", "version": "v1", "resource": "pods"}
-    return {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": str(uuid.uuid4()),
-            "kind": gvk,
-            "resource": gvr,
-            "requestKind": gvk,
-            "requestResource": gvr,
-            "name": pod["metadata"].get("name", ""),
-            "namespace": namespace,
-            "operation": "CREATE",
-            "userInfo": {"username": "system:serviceaccount:kubeflow:training-operator"},
-            "object": pod,
-            "oldObject": None,
-            "dryRun": False,
-            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
-        },
-    }
 
 
 def say(text: str = "") -> None:
@@ -190,13 +166,8 @@ class Metrics:
 
 def training_process(cluster, pod) -> int | None:
     """A training process of the pod: a worker torchrun started (not torchrun itself)."""
-    for pid in cluster.pids(pod):
-        with contextlib.suppress(OSError):
-            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            if any(e.startswith(b"TORCHELASTIC_RUN_ID=") for e in environ) and b"train" in cmdline:
-                return pid
-    return None
+    workers = training_workers(cluster.pids(pod))
+    return workers[min(workers)] if workers else None
 
 
 def train(cluster, pods, metrics: Metrics, summary: Summary, fault: bool, deadline: float) -> None:

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainyard.errors import UserError
+from trainyard.processes import descendants
 from webhook.images import parse_image
 
 NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
@@ -397,14 +398,14 @@ class LocalCluster:
     def pids(self, pod: LocalPod) -> list[int]:
         """Every process of the pod: its containers' processes and all their descendants (torchrun
         starts its workers in sessions of their own, so process groups are not enough)."""
-        return _descendants({p.pid for p in pod.processes.values() if p.poll() is None})
+        return descendants({p.pid for p in pod.processes.values() if p.poll() is None})
 
     # -- teardown
 
     def stop_pods(self, grace: float = 10.0) -> None:
         """SIGTERM each container (as the kubelet does), then SIGKILL whatever is left."""
         live = [p for pod in self.pods.values() for p in pod.processes.values() if p.poll() is None]
-        family = set(_descendants({p.pid for p in live}))
+        family = set(descendants({p.pid for p in live}))
         for proc in live:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)
@@ -412,7 +413,7 @@ class LocalCluster:
         for proc in live:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(max(0.0, deadline - time.monotonic()))
-        for pid in family | set(_descendants({p.pid for p in live})):
+        for pid in family | set(descendants({p.pid for p in live})):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         for pod in self.pods.values():
@@ -436,25 +437,6 @@ class LocalCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _descendants(roots: set[int]) -> list[int]:
-    """``roots`` (those alive) and all their descendants, from /proc."""
-    children: dict[int, list[int]] = {}
-    alive = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            children.setdefault(ppid, []).append(int(entry.name))
-            alive.add(int(entry.name))
-    out, todo = [], [r for r in roots if r in alive]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo += children.get(pid, [])
-    return out
 
 
 def _remove(made: dict[str, list[str]]) -> None:

@@ -12,32 +12,18 @@ import socket
 import ssl
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TypeVar
+from typing import IO
 
 import httpx
 
-T = TypeVar("T")
+from trainyard.processes import wait_for
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def wait_for(condition: Callable[[], T], timeout: float = 15.0, interval: float = 0.05, what: str = "condition") -> T:
-    """Poll ``condition`` until it returns something true; raise TimeoutError naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(interval)
 
 
 def rss_bytes(pid: int) -> int:

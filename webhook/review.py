@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import uuid
 from dataclasses import dataclass, field
 
 import orjson
@@ -54,6 +55,40 @@ def _answer(uid: str, allowed: bool, **extra: object) -> bytes:
     response: dict = {"uid": uid, "allowed": allowed}
     response.update(extra)
     return orjson.dumps({"apiVersion": API_VERSION, "kind": KIND, "response": response})
+
+
+def admission_review(
+    obj: dict,
+    namespace: str = "default",
+    operation: str = "CREATE",
+    kind: str = "Pod",
+    group: str = "",
+    **request: object,
+) -> dict:
+    """An AdmissionReview v1 request for ``obj``, shaped as kube-apiserver sends it (the demo, the
+    benchmarks and the tests send these); ``request`` adds or overrides request fields."""
+    gvk = {"group": group, "version": "v1", "kind": kind}
+    gvr = {"group": group, "version": "v1", "resource": kind.lower() + "s"}
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "request": {
+            "uid": str(uuid.uuid4()),
+            "kind": gvk,
+            "resource": gvr,
+            "requestKind": gvk,
+            "requestResource": gvr,
+            "name": (obj.get("metadata") or {}).get("name", "") if isinstance(obj, dict) else "",
+            "namespace": namespace,
+            "operation": operation,
+            "userInfo": {"username": "system:serviceaccount:kubeflow:training-operator"},
+            "object": obj,
+            "oldObject": None,
+            "dryRun": False,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": f"{operation.capitalize()}Options"},
+            **request,
+        },
+    }
 
 
 def parse_review(body: bytes) -> dict:

@@ -7,15 +7,15 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from trainyard.processes import descendants, training_workers
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -35,24 +35,6 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 def trainyard(*args: str) -> list[str]:
     return [PYTHON, "-m", "trainyard.cli", *args]
-
-
-def wait_for(
-    condition: Callable[[], object], timeout: float, what: str, proc: subprocess.Popen | None = None
-) -> object:
-    """Poll ``condition`` until it returns something truthy; fail with ``what`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        if proc is not None and proc.poll() is not None:
-            value = condition()
-            if value:
-                return value
-            pytest.fail(f"process exited (rc {proc.returncode}) before: {what}")
-        time.sleep(0.05)
-    pytest.fail(f"timed out after {timeout:.0f}s waiting for: {what}")
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -81,52 +63,9 @@ def committed_steps(ckpt: Path) -> list[int]:
     return sorted(int(p.name.split("-")[1]) for p in ckpt.glob("step-*") if (p / ".metadata").is_file())
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def children(pid: int) -> list[int]:
-    out = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == pid:
-            out.append(int(entry.name))
-    return out
-
-
-def descendants(pid: int) -> list[int]:
-    out, todo = [], [pid]
-    while todo:
-        kids = children(todo.pop())
-        out += kids
-        todo += kids
-    return out
-
-
-def env_of(pid: int) -> dict[str, str]:
-    try:
-        raw = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return {}
-    return dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
-
-
 def worker_pids(launcher: int) -> dict[int, int]:
     """Global rank -> pid of the train processes torchrun (the exec'ed launcher) started."""
-    found = {}
-    for pid in children(launcher):
-        env = env_of(pid)
-        if "RANK" in env and "TORCHELASTIC_RUN_ID" in env:
-            found[int(env["RANK"])] = pid
-    return found
+    return training_workers(descendants([launcher]))
 
 
 class Run:
@@ -157,7 +96,7 @@ class Run:
 
     def kill(self) -> None:
         # torchrun starts each worker in a session of its own: kill them one by one.
-        for pid in [*descendants(self.proc.pid), self.proc.pid]:
+        for pid in descendants([self.proc.pid]):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(Exception):

@@ -20,14 +20,14 @@ from tests.trainer.conftest import (
     clean_env,
     committed_steps,
     events,
-    free_port,
     max_step,
     needs_netns,
     steps,
     trainyard,
-    wait_for,
     worker_pids,
 )
+from trainyard.processes import wait_for
+from webhook.local import free_port
 
 MAX_STEPS = 120
 EVERY = 20

@@ -11,7 +11,7 @@ import yaml
 from cryptography import x509
 
 from tests.webhook.conftest import EXAMPLES, POLICIES, ROOT
-from tests.webhook.test_review import admission_review
+from webhook.review import admission_review
 
 
 def trainyard(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:

@@ -22,11 +22,11 @@ from tests.webhook.conftest import POLICIES, apply, example, example_names
 from tests.webhook.load import run_load
 from tests.webhook.server_process import AtomicDir, Server, wait_for
 from tests.webhook.strategies import pods
-from tests.webhook.test_review import admission_review
 from webhook.app import State, create_app
 from webhook.certs import generate
 from webhook.local import rss_bytes
 from webhook.policy import load_policies
+from webhook.review import admission_review
 
 FUZZ = settings(
     max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]

@@ -3,38 +3,12 @@
 from __future__ import annotations
 
 import base64
-import uuid
 
 import orjson
 import pytest
 
 from tests.webhook.conftest import apply, example, pod, trainer
-from webhook.review import MAX_WARNING, review
-
-
-def admission_review(
-    obj: dict, operation: str = "CREATE", kind: str = "Pod", group: str = "", namespace: str = "ml", **extra
-) -> dict:
-    return {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": str(uuid.uuid4()),
-            "kind": {"group": group, "version": "v1", "kind": kind},
-            "resource": {"group": group, "version": "v1", "resource": kind.lower() + "s"},
-            "requestKind": {"group": group, "version": "v1", "kind": kind},
-            "requestResource": {"group": group, "version": "v1", "resource": kind.lower() + "s"},
-            "name": (obj.get("metadata") or {}).get("name", ""),
-            "namespace": namespace,
-            "operation": operation,
-            "userInfo": {"username": "system:serviceaccount:kubeflow:training-operator"},
-            "object": obj,
-            "oldObject": None,
-            "dryRun": False,
-            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
-            **extra,
-        },
-    }
+from webhook.review import MAX_WARNING, admission_review, review
 
 
 def answer(policies, body: dict | bytes) -> tuple[int, dict]:

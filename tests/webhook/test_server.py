@@ -15,8 +15,8 @@ import yaml
 
 from tests.webhook.conftest import POLICIES, apply, example
 from tests.webhook.server_process import AtomicDir, Server, wait_for
-from tests.webhook.test_review import admission_review
 from webhook.certs import generate
+from webhook.review import admission_review
 
 
 def policy_files(change=None) -> dict[str, bytes]:
