@@ -45,7 +45,7 @@ validate: setup tools
 	rm -rf $(PREVIEWS)
 	$(BIN)/trainyard validate --previews $(PREVIEWS)
 
-demo: setup
+demo: setup tools
 	$(BIN)/python -m trainyard.demo
 
 lint: setup
