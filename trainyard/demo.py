@@ -388,9 +388,8 @@ def run(args: argparse.Namespace) -> Summary:
             result.counters = cluster.counters(pod)
             result.restarts = sum(pod.restarts.values())
             result.exit_code = max(pod.exit_codes.values())
-            result.preflight = preflight_lines(
-                pod.logs["pytorch"] if "pytorch" in pod.logs else next(iter(pod.logs.values()))
-            )
+            trainer = pod.spec["spec"]["containers"][0]["name"]  # the job bases put the trainer first
+            result.preflight = preflight_lines(pod.logs[trainer])
         summary.seconds = time.monotonic() - started
     say("[6/6] cleaned up: pods stopped, namespaces, bridges and the webhook removed")
     return summary
