@@ -46,7 +46,7 @@ validate: setup tools
 	$(BIN)/trainyard validate --previews $(PREVIEWS)
 
 demo: setup tools
-	$(BIN)/python -m trainyard.demo
+	$(BIN)/trainyard demo
 
 lint: setup
 	$(BIN)/ruff check .

@@ -32,8 +32,8 @@ sys.path.insert(0, str(ROOT))
 
 from results import publish  # noqa: E402
 
+from trainyard.sandbox.webhook_process import LocalWebhook, rss_bytes  # noqa: E402
 from webhook.certs import generate  # noqa: E402
-from webhook.local import LocalWebhook, rss_bytes  # noqa: E402
 from webhook.policy import load_policies  # noqa: E402
 from webhook.review import admission_review, review  # noqa: E402
 

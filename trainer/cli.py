@@ -10,9 +10,10 @@ import argparse
 import json
 import sys
 
-from trainer import options
-from trainer.preflight import ENV_SHM_PATH
-from trainyard.errors import UserError
+from trainer import launch, options
+from trainyard.contract.argv import parse_command_line
+from trainyard.contract.errors import UserError, run
+from trainyard.contract.names import ENV_SHM_PATH, TRANSPORTS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -57,26 +58,28 @@ def register(sub: argparse._SubParsersAction) -> None:
         "Init COMPLETE, and known warnings explained. Exit 1 when --expect is not met.",
     )
     p.add_argument("logs", nargs="+", metavar="LOG", help="log files")
-    p.add_argument("--expect", choices=("IB", "Socket"), help="fail (exit 1) unless every process uses this transport")
+    p.add_argument("--expect", choices=TRANSPORTS, help="fail (exit 1) unless every process uses this transport")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(func=_nccl_report)
 
     p = sub.add_parser(
         "launch",
-        help="image entrypoint: preflight, then torchrun -m trainer train (run `launch --help`)",
-        description="See `trainyard launch --help`.",
-        prefix_chars="+",  # every argument, options included, goes to launch's own parser below
-        add_help=False,
+        help="image entrypoint: preflight, then torchrun -m trainer train",
+        description="Entrypoint of the trainer image: run preflight, then exec torchrun with `-m trainer train`, "
+        "mapping the Training Operator's env (PET_*, MASTER_ADDR/PORT, WORLD_SIZE, RANK) to torchrun's "
+        "arguments. Launch's options come first; everything after `--` goes to `train` "
+        "(see `trainyard train --help`).",
+        usage="trainyard launch [LAUNCH OPTIONS] [-- TRAIN ARGS...]",
     )
-    p.add_argument("argv", nargs=argparse.REMAINDER)
-    p.set_defaults(func=_launch)
+    launch.add_arguments(p)
+    p.set_defaults(func=_launch, takes_passthrough=True)
 
 
 def _train(args: argparse.Namespace) -> int:
     cfg = options.from_args(args)
-    from trainer.loop import run
+    from trainer import loop
 
-    return run(cfg)
+    return loop.run(cfg)
 
 
 def _preflight(args: argparse.Namespace) -> int:
@@ -110,9 +113,7 @@ def _nccl_report(args: argparse.Namespace) -> int:
 
 
 def _launch(args: argparse.Namespace) -> int:
-    from trainer.launch import main
-
-    return main(args.argv)
+    return launch.main(args, args.passthrough or [])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,11 +121,5 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m trainer", description="The trainer image's commands.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     register(sub)
-    args = parser.parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except BrokenPipeError:
-        return 0
+    args = parse_command_line(parser, dict(sub.choices), sys.argv[1:] if argv is None else argv)
+    return run(lambda: args.func(args))

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from trainer.models import MLP_CLASSES, MLP_INPUT
-from trainyard.errors import UserError
+from trainyard.contract.errors import UserError
 
 NOISE = 0.1  # share of synthetic tokens drawn at random instead of following the rule
 

@@ -11,7 +11,8 @@ import torch
 import torch.distributed as dist
 
 from trainer.interfaces import gloo_ifname
-from trainyard.errors import UserError
+from trainyard.contract.errors import UserError
+from trainyard.contract.nccl import GLOO_SOCKET_IFNAME, SOCKET_IFNAME
 
 
 @dataclass(slots=True)
@@ -35,9 +36,9 @@ def follow_fabric_interface(env: MutableMapping[str, str] = os.environ) -> str |
 
     Returns the value set, or None when nothing was changed.
     """
-    if env.get("GLOO_SOCKET_IFNAME") or not env.get("NCCL_SOCKET_IFNAME"):
+    if env.get(GLOO_SOCKET_IFNAME) or not env.get(SOCKET_IFNAME):
         return None
-    name = gloo_ifname(env["NCCL_SOCKET_IFNAME"])
+    name = gloo_ifname(env[SOCKET_IFNAME])
     if name is None:
         print(
             f"warning: NCCL_SOCKET_IFNAME={env['NCCL_SOCKET_IFNAME']} matches no interface that is up with an "
@@ -45,7 +46,7 @@ def follow_fabric_interface(env: MutableMapping[str, str] = os.environ) -> str |
             file=sys.stderr,
         )
         return None
-    env["GLOO_SOCKET_IFNAME"] = name
+    env[GLOO_SOCKET_IFNAME] = name
     return name
 
 

@@ -35,8 +35,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from trainer.interfaces import gloo_ifname, route_source
-from trainer.preflight import ENV_SHM_PATH, visible_gpus
-from trainyard.errors import UserError
+from trainer.preflight import visible_gpus
+from trainyard.contract.errors import UserError
+from trainyard.contract.names import ENV_SHM_PATH
+from trainyard.contract.nccl import GLOO_SOCKET_IFNAME, SOCKET_IFNAME
 
 DEFAULT_MAX_RESTARTS = 3
 DEFAULT_PORT = 29500
@@ -80,6 +82,69 @@ def _endpoint(host: str, port: str | int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+def _processes(env: Mapping[str, str], given: str | None, notes: list[str]) -> str:
+    """Processes per pod: the flag, PET_NPROC_PER_NODE, the GPUs visible, else 1."""
+    nproc = given or (env.get("PET_NPROC_PER_NODE") or "").strip()
+    if not nproc:
+        gpus = visible_gpus(env)
+        nproc = str(gpus or 1)
+        notes.append(f"{nproc} process(es) per pod: {'one per visible GPU' if gpus else 'no GPU visible'}")
+    if not (nproc.isdigit() and int(nproc) > 0) and nproc not in ("auto", "gpu", "cpu", "xpu"):
+        raise UserError(f"processes per pod {nproc!r} is neither a positive integer nor auto|gpu|cpu")
+    return nproc
+
+
+def _nodes(env: Mapping[str, str], notes: list[str]) -> str:
+    """Pods: PET_NNODES (N or min:max), else WORLD_SIZE as older operators set it, else 1."""
+    nnodes = (env.get("PET_NNODES") or "").strip()
+    if not nnodes:
+        ws = _int(env, "WORLD_SIZE")
+        nnodes = str(ws) if ws else "1"
+        if ws:
+            notes.append(f"PET_NNODES unset: {nnodes} pod(s) from WORLD_SIZE (one process per pod, older operators)")
+    lo, _, hi = nnodes.partition(":")
+    if not lo.isdigit() or (hi and not hi.isdigit()):
+        raise UserError(f"PET_NNODES={nnodes!r} is neither a number of pods nor min:max")
+    return nnodes
+
+
+def _rendezvous(env: Mapping[str, str], nnodes: str, notes: list[str]) -> tuple[list[str], str | None]:
+    """torchrun's rendezvous arguments, and the host that runs the store (None: this pod alone)."""
+    if env.get("PET_RDZV_ENDPOINT"):
+        endpoint = env["PET_RDZV_ENDPOINT"].strip()
+        argv = ["--rdzv-backend", env.get("PET_RDZV_BACKEND") or "c10d", "--rdzv-endpoint", endpoint]
+        argv += ["--rdzv-id", env.get("PET_RDZV_ID") or DEFAULT_RDZV_ID]
+        if env.get("PET_RDZV_CONF"):
+            argv += ["--rdzv-conf", env["PET_RDZV_CONF"]]
+        notes.append(f"elastic rendezvous at {endpoint} (PET_RDZV_ENDPOINT)")
+        return argv, _host_port(endpoint)[0]
+    if nnodes in ("1", "1:1"):
+        notes.append("one pod: standalone rendezvous on this pod")
+        return ["--standalone"], None
+    addr = (env.get("MASTER_ADDR") or env.get("PET_MASTER_ADDR") or "").strip()
+    if not addr:
+        raise UserError(
+            f"{nnodes} pods but no MASTER_ADDR (or PET_MASTER_ADDR / PET_RDZV_ENDPOINT) in the environment; "
+            "the Training Operator sets it: is this a PyTorchJob pod?"
+        )
+    port = (env.get("MASTER_PORT") or env.get("PET_MASTER_PORT") or str(DEFAULT_PORT)).strip()
+    if not port.isdigit():
+        raise UserError(f"MASTER_PORT={port!r} is not a port number")
+    node_rank = _int(env, "PET_NODE_RANK")
+    if node_rank is None:
+        node_rank = _int(env, "RANK") or 0
+    is_host = node_rank == 0
+    conf = [c for c in (env.get("PET_RDZV_CONF") or "").split(",") if c and not c.startswith("is_host=")]
+    conf.append(f"is_host={'true' if is_host else 'false'}")
+    argv = ["--rdzv-backend", "c10d", "--rdzv-endpoint", _endpoint(addr, port)]
+    argv += ["--rdzv-id", env.get("PET_RDZV_ID") or DEFAULT_RDZV_ID, "--rdzv-conf", ",".join(conf)]
+    notes.append(
+        f"rendezvous at {_endpoint(addr, port)}, node rank {node_rank}: "
+        + ("this pod hosts the store" if is_host else "the pod of node rank 0 hosts the store")
+    )
+    return argv, addr
+
+
 def plan(
     env: Mapping[str, str],
     train_args: Sequence[str],
@@ -92,68 +157,15 @@ def plan(
     """The torchrun command (and env additions) for a pod with environment ``env``."""
     notes: list[str] = []
     extra_env: dict[str, str] = {}
-
-    nproc = nproc_per_node or (env.get("PET_NPROC_PER_NODE") or "").strip()
-    if not nproc:
-        gpus = visible_gpus(env)
-        nproc = str(gpus or 1)
-        notes.append(f"{nproc} process(es) per pod: {'one per visible GPU' if gpus else 'no GPU visible'}")
-    if not (nproc.isdigit() and int(nproc) > 0) and nproc not in ("auto", "gpu", "cpu", "xpu"):
-        raise UserError(f"processes per pod {nproc!r} is neither a positive integer nor auto|gpu|cpu")
-
-    nnodes = (env.get("PET_NNODES") or "").strip()
-    if not nnodes:
-        ws = _int(env, "WORLD_SIZE")
-        nnodes = str(ws) if ws else "1"
-        if ws:
-            notes.append(f"PET_NNODES unset: {nnodes} pod(s) from WORLD_SIZE (one process per pod, older operators)")
-    lo, _, hi = nnodes.partition(":")
-    if not lo.isdigit() or (hi and not hi.isdigit()):
-        raise UserError(f"PET_NNODES={nnodes!r} is neither a number of pods nor min:max")
-    single = nnodes == "1" or nnodes == "1:1"
-
-    node_rank = _int(env, "PET_NODE_RANK")
-    if node_rank is None:
-        node_rank = _int(env, "RANK") or 0
-
+    nproc = _processes(env, nproc_per_node, notes)
+    nnodes = _nodes(env, notes)
     restarts = max_restarts if max_restarts is not None else _int(env, "PET_MAX_RESTARTS")
     if restarts is None:
         restarts = DEFAULT_MAX_RESTARTS
 
     argv = [python, "-m", "torch.distributed.run", "--nnodes", nnodes, "--nproc-per-node", nproc]
-    rdzv_host = None
-    if env.get("PET_RDZV_ENDPOINT"):
-        endpoint = env["PET_RDZV_ENDPOINT"].strip()
-        argv += ["--rdzv-backend", env.get("PET_RDZV_BACKEND") or "c10d", "--rdzv-endpoint", endpoint]
-        argv += ["--rdzv-id", env.get("PET_RDZV_ID") or DEFAULT_RDZV_ID]
-        if env.get("PET_RDZV_CONF"):
-            argv += ["--rdzv-conf", env["PET_RDZV_CONF"]]
-        rdzv_host = _host_port(endpoint)[0]
-        notes.append(f"elastic rendezvous at {endpoint} (PET_RDZV_ENDPOINT)")
-    elif single:
-        argv += ["--standalone"]
-        notes.append("one pod: standalone rendezvous on this pod")
-    else:
-        addr = (env.get("MASTER_ADDR") or env.get("PET_MASTER_ADDR") or "").strip()
-        if not addr:
-            raise UserError(
-                f"{nnodes} pods but no MASTER_ADDR (or PET_MASTER_ADDR / PET_RDZV_ENDPOINT) in the environment; "
-                "the Training Operator sets it: is this a PyTorchJob pod?"
-            )
-        port = (env.get("MASTER_PORT") or env.get("PET_MASTER_PORT") or str(DEFAULT_PORT)).strip()
-        if not port.isdigit():
-            raise UserError(f"MASTER_PORT={port!r} is not a port number")
-        is_host = node_rank == 0
-        conf = [c for c in (env.get("PET_RDZV_CONF") or "").split(",") if c and not c.startswith("is_host=")]
-        conf.append(f"is_host={'true' if is_host else 'false'}")
-        argv += ["--rdzv-backend", "c10d", "--rdzv-endpoint", _endpoint(addr, port)]
-        argv += ["--rdzv-id", env.get("PET_RDZV_ID") or DEFAULT_RDZV_ID, "--rdzv-conf", ",".join(conf)]
-        rdzv_host = addr
-        notes.append(
-            f"rendezvous at {_endpoint(addr, port)}, node rank {node_rank}: "
-            + ("this pod hosts the store" if is_host else "the pod of node rank 0 hosts the store")
-        )
-
+    rdzv, rdzv_host = _rendezvous(env, nnodes, notes)
+    argv += rdzv
     addr_local = local_addr or (env.get("PET_LOCAL_ADDR") or "").strip() or None
     if addr_local is None and rdzv_host is not None:
         addr_local = route_source(rdzv_host)
@@ -169,10 +181,10 @@ def plan(
         # torchrun otherwise hands every restart of the workers the same store, still holding the
         # keys of the previous attempt: the new process group then hangs or connects to dead ports.
         extra_env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
-    if env.get("NCCL_SOCKET_IFNAME") and not env.get("GLOO_SOCKET_IFNAME"):
-        gloo = gloo_ifname(env["NCCL_SOCKET_IFNAME"])
+    if env.get(SOCKET_IFNAME) and not env.get(GLOO_SOCKET_IFNAME):
+        gloo = gloo_ifname(env[SOCKET_IFNAME])
         if gloo:
-            extra_env["GLOO_SOCKET_IFNAME"] = gloo
+            extra_env[GLOO_SOCKET_IFNAME] = gloo
     argv += ["-m", "trainer", "train", *train_args]
     return Plan(argv=argv, env=extra_env, notes=notes)
 
@@ -180,15 +192,8 @@ def plan(
 # ------------------------------------------------------------------------------------- CLI glue
 
 
-def options_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="trainyard launch",
-        description="Entrypoint of the trainer image: run preflight, then exec torchrun with `-m trainer train`, "
-        "mapping the Training Operator's env (PET_*, MASTER_ADDR/PORT, WORLD_SIZE, RANK) to torchrun's "
-        "arguments. Launch options come first; every argument from the first one launch does not know "
-        "(or after `--`) goes to `train` (see `trainyard train --help`).",
-        usage="trainyard launch [LAUNCH OPTIONS] [--] [TRAIN ARGS...]",
-    )
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Launch's own options; the train arguments follow ``--``."""
     p.add_argument(
         "--nproc-per-node", metavar="N", help="processes per pod (default: PET_NPROC_PER_NODE, else GPUs, else 1)"
     )
@@ -201,37 +206,10 @@ def options_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--skip-preflight", action="store_true", help="start torchrun even if preflight fails (debugging)")
     p.add_argument("--dry-run", action="store_true", help="print the torchrun command and exit")
-    return p
 
 
-def split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
-    """Launch's own options (leading, known) and the train arguments (the rest)."""
-    parser = options_parser()
-    known: dict[str, bool] = {}
-    for action in parser._actions:
-        for opt in action.option_strings:
-            known[opt] = action.nargs != 0
-    own: list[str] = []
-    i = 0
-    while i < len(argv):
-        token = argv[i]
-        if token == "--":
-            return own, list(argv[i + 1 :])
-        name = token.split("=", 1)[0]
-        if name not in known:
-            break
-        own.append(token)
-        if known[name] and "=" not in token and i + 1 < len(argv):
-            own.append(argv[i + 1])
-            i += 1
-        i += 1
-    return own, list(argv[i:])
-
-
-def main(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
+def main(opts: argparse.Namespace, train_args: Sequence[str], env: Mapping[str, str] | None = None) -> int:
     env = os.environ if env is None else env
-    own, train_args = split_argv(argv)
-    opts = options_parser().parse_args(own)
     the_plan = plan(
         env,
         train_args,

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -24,19 +22,15 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_
 
 from trainer import data as datasets
 from trainer import distributed, models
-from trainer.checkpoint import Checkpointer
+from trainer.checkpoint import Checkpointer, Progress, Saved
 from trainer.options import TrainConfig
 from trainer.runlog import RunLog
 from trainer.schedule import warmup_cosine
 from trainer.stop import StopRequest
-from trainer.transport import ENV_EXPECT, check_after_first_collective, prepare_nccl_log
-from trainyard.errors import UserError
-
-
-class TransportError(UserError):
-    """NCCL does not use the transport the fabric promises (exit status 3)."""
-
-    exit_code = 3
+from trainer.transport import check_after_first_collective, prepare_nccl_log
+from trainyard.contract import reports
+from trainyard.contract.errors import TransportMismatch, UserError
+from trainyard.contract.names import ENV_EXPECT_TRANSPORT
 
 
 def params_sha256(model: nn.Module, world: distributed.World) -> str | None:
@@ -82,15 +76,6 @@ def _wrap(model: nn.Module, cfg: TrainConfig, world: distributed.World, bf16: bo
     return model
 
 
-@dataclass(slots=True)
-class Progress:
-    step: int = 0
-    samples: int = 0  # the data position: samples consumed by the steps done
-    loss: float = float("nan")
-    resumed_from: int | None = None
-    resumed_path: str | None = None
-
-
 class Trainer:
     def __init__(self, cfg: TrainConfig, world: distributed.World, log: RunLog, nccl_log: str | None) -> None:
         self.cfg = cfg
@@ -127,46 +112,35 @@ class Trainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, warmup_cosine(cfg.warmup, cfg.max_steps, cfg.min_lr_ratio)
         )
-        self.ckpt = Checkpointer(cfg.checkpoint_dir, cfg.keep, cfg.async_checkpoint, world, log)
         self.progress = Progress()
+        self.ckpt = Checkpointer(
+            cfg.checkpoint_dir,
+            every=cfg.checkpoint_every,
+            keep=cfg.keep,
+            use_async=cfg.async_checkpoint,
+            last_step=cfg.max_steps,
+            state=Saved(self.model, self.optimizer, self.scheduler, self.progress, self.settings, cfg.batch_size),
+            world=world,
+            log=log,
+        )
 
     # ---------------------------------------------------------------------------------- resume
 
     def resume(self) -> None:
-        cfg, world, log = self.cfg, self.world, self.log
-        latest = self.ckpt.latest()
-        if latest is None:
+        cfg, world, p = self.cfg, self.world, self.progress
+        rng_restored = self.ckpt.resume()
+        if p.resumed_from is None:
             torch.manual_seed(cfg.seed * 1_000_003 + world.rank + 1)  # each rank its own dropout stream
             return
-        step, path = latest
-        saved = self.ckpt.read_train_state(path)
-        for key in ("model", "seq_len"):
-            if saved["settings"].get(key) != self.settings[key]:
-                raise UserError(
-                    f"checkpoint {path} was written with {key}={saved['settings'].get(key)!r}, this run has "
-                    f"{key}={self.settings[key]!r}; use the same settings or another --checkpoint-dir"
-                )
-        if saved["settings"].get("seed") != cfg.seed or saved["settings"].get("data") != cfg.data:
-            log.warning(f"resuming {path} with a different --seed or --data than it was written with")
-        if saved["batch_size"] != cfg.batch_size:
-            log.warning(
-                f"--batch-size changed from {saved['batch_size']} to {cfg.batch_size}; the data position "
-                f"({saved['samples']} samples) carries over"
+        written_by = self.ckpt.state.extra["written_by"]
+        if not rng_restored:
+            torch.manual_seed((cfg.seed * 1_000_003 + p.step * 1_009 + world.rank) & 0x7FFFFFFF)
+            self.log.warning(
+                f"checkpoint {p.resumed_path} has no RNG state for rank {world.rank} (it was written by "
+                f"{written_by} rank(s)); dropout streams start afresh"
             )
-        resumed = self.ckpt.load(step, path, self.model, self.optimizer)
-        train = resumed.train
-        self.scheduler.load_state_dict(train["scheduler"])
-        self.progress = Progress(
-            step=step, samples=train["samples"], loss=train["loss"], resumed_from=step, resumed_path=str(path)
-        )
-        if not resumed.rng_restored:
-            torch.manual_seed((cfg.seed * 1_000_003 + step * 1_009 + world.rank) & 0x7FFFFFFF)
-            log.warning(
-                f"checkpoint {path} has no RNG state for rank {world.rank} (it was written by "
-                f"{train['world_size']} rank(s)); dropout streams start afresh"
-            )
-        log.info(
-            f"resuming from {path} (step {step} of {cfg.max_steps}, written by {train['world_size']} rank(s), "
+        self.log.info(
+            f"resuming from {p.resumed_path} (step {p.step} of {cfg.max_steps}, written by {written_by} rank(s), "
             f"now {world.world_size})"
         )
 
@@ -205,44 +179,54 @@ class Trainer:
         p.loss = flags[0].item() / world.world_size
         return lr, flags[1].item() > 0
 
-    def save(self) -> float:
-        p = self.progress
-        train_state = {
-            "step": p.step,
-            "samples": p.samples,
-            "loss": p.loss,
-            "scheduler": self.scheduler.state_dict(),
-            "batch_size": self.cfg.batch_size,
-            "world_size": self.world.world_size,
-            "settings": self.settings,
-        }
-        blocked = self.ckpt.save(p.step, self.model, self.optimizer, train_state)
-        mode = "async" if self.cfg.async_checkpoint else "sync"
-        self.log.info(f"checkpoint step-{p.step}: {mode} save, training blocked {blocked:.0f} ms")
-        return blocked
-
     # ---------------------------------------------------------------------------------- run
 
     def run(self) -> int:
+        """Train to --max-steps, or until a SIGTERM on any rank; 0 either way."""
+        self._announce()
+        stopped_by = self._steps()
+        p, log = self.progress, self.log
+        if stopped_by is not None:
+            saved = f"step-{p.step}" if self.ckpt.enabled else None
+            log.record(reports.Stopped(signal=stopped_by, step=p.step, checkpoint=saved))
+            log.info(
+                f"{stopped_by}: stopped after step {p.step}"
+                + (f", saved checkpoint {saved}; exiting 0" if saved else " (no --checkpoint-dir: nothing saved)")
+            )
+            return 0
+        digest = params_sha256(self.model, self.world)
+        if self.world.is_main:
+            done = reports.Done(step=p.step, loss=p.loss, params_sha256=digest)
+            log.record(done)
+            log.info(reports.encode(done))
+        return 0
+
+    def _announce(self) -> None:
         cfg, world, log, p = self.cfg, self.world, self.log, self.progress
-        log.event(
-            "start",
-            world_size=world.world_size,
-            backend=world.backend,
-            device=str(world.device),
-            strategy=cfg.strategy,
-            model=cfg.model,
-            restart=int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")),
-            resumed_from=p.resumed_from,
-            max_steps=cfg.max_steps,
+        log.record(
+            reports.Start(
+                world_size=world.world_size,
+                backend=world.backend,
+                device=str(world.device),
+                strategy=cfg.strategy,
+                model=cfg.model,
+                restart=int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")),
+                resumed_from=p.resumed_from,
+                max_steps=cfg.max_steps,
+            )
         )
         if p.resumed_from is not None:
-            log.event("resume", step=p.resumed_from, path=p.resumed_path, world_size=world.world_size)
+            log.record(reports.Resume(step=p.resumed_from, path=str(p.resumed_path), world_size=world.world_size))
         log.info(
             f"training {cfg.model} ({cfg.strategy}, {world.backend} on {world.device.type}, world size "
             f"{world.world_size}, global batch {cfg.batch_size} = {world.world_size} x {cfg.grad_accum} x "
             f"{self.micro}) from step {p.step} to {cfg.max_steps}"
         )
+
+    def _steps(self) -> str | None:
+        """The steps, each reported and checkpointed when due; returns the signal that stopped the
+        run early, or None when it reached --max-steps."""
+        cfg, log, p = self.cfg, self.log, self.progress
         tokens_per_step = cfg.batch_size * self.dataset.tokens_per_sample
         stop = StopRequest()
         stopped_by = None
@@ -255,20 +239,18 @@ class Trainer:
                 if self.nccl_log is not None:
                     self._check_transport()
                     self.nccl_log = None
-                blocked = None
-                if self.ckpt.enabled and (p.step % cfg.checkpoint_every == 0 or p.step == cfg.max_steps or stop_now):
-                    blocked = self.save()
-                elif self.ckpt.enabled:
-                    self.ckpt.poll()
+                blocked = self.ckpt.step(stopping=stop_now)
                 tokens_per_s = tokens_per_step / (step_ms / 1000)
-                log.metrics(
-                    step=p.step,
-                    loss=p.loss,
-                    lr=lr,
-                    tokens_per_s=tokens_per_s,
-                    step_ms=round(step_ms, 2),
-                    checkpoint_ms=None if blocked is None else round(blocked, 1),
-                    world_size=world.world_size,
+                log.record(
+                    reports.Step(
+                        step=p.step,
+                        loss=p.loss,
+                        lr=lr,
+                        tokens_per_s=tokens_per_s,
+                        step_ms=round(step_ms, 2),
+                        checkpoint_ms=None if blocked is None else round(blocked, 1),
+                        world_size=self.world.world_size,
+                    )
                 )
                 if p.step % cfg.log_every == 0 or p.step == cfg.max_steps or stop_now:
                     log.info(
@@ -282,26 +264,13 @@ class Trainer:
         finally:
             stop.restore()
             self.ckpt.close()
-
-        if stopped_by is not None:
-            saved = f"step-{p.step}" if self.ckpt.enabled else None
-            log.event("stopped", signal=stopped_by, step=p.step, checkpoint=saved)
-            log.info(
-                f"{stopped_by}: stopped after step {p.step}"
-                + (f", saved checkpoint {saved}; exiting 0" if saved else " (no --checkpoint-dir: nothing saved)")
-            )
-            return 0
-        digest = params_sha256(self.model, world)
-        if world.is_main:
-            log.event("done", step=p.step, loss=p.loss, params_sha256=digest)
-            log.info(json.dumps({"event": "done", "step": p.step, "loss": round(p.loss, 6), "params_sha256": digest}))
-        return 0
+        return stopped_by
 
     def _check_transport(self) -> None:
         """After the first collective: does NCCL use what the fabric promises? All ranks stop together."""
         assert self.nccl_log is not None
         verdict = check_after_first_collective(
-            self.nccl_log, os.environ.get(ENV_EXPECT), self.cfg.allow_transport_fallback
+            self.nccl_log, os.environ.get(ENV_EXPECT_TRANSPORT), self.cfg.allow_transport_fallback
         )
         if verdict.level == "warning":
             self.log.warning(verdict.message, every_rank=True)
@@ -310,7 +279,7 @@ class Trainer:
         bad = torch.tensor(1.0 if verdict.level == "error" else 0.0, device=self.world.device)
         dist.all_reduce(bad)
         if bad.item() > 0:
-            raise TransportError(
+            raise TransportMismatch(
                 verdict.message
                 if verdict.level == "error"
                 else "another rank found that NCCL does not use the fabric's transport (see its error)"

@@ -7,7 +7,7 @@ import argparse
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from trainyard.errors import UserError
+from trainyard.contract.errors import UserError
 
 MODEL_CHOICES = ("tiny", "gpt-125m", "mlp")
 DEFAULT_LR = {"tiny": 3e-3, "gpt-125m": 6e-4, "mlp": 1e-3}

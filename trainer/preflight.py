@@ -14,30 +14,25 @@ import os
 import re
 import resource
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal
 
 from trainer.interfaces import IfnameSpecError, list_interfaces, matching, parse_ifname
-from trainyard.nccl_lint import TRANSPORTS, lint_env
+from trainyard.contract.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE
+from trainyard.contract.names import (
+    ENV_EXPECT_TRANSPORT,
+    ENV_FABRIC,
+    ENV_SHM_BYTES,
+    ENV_SHM_PATH,
+    OPT_OUT_ANNOTATION,
+    SHM_PATH,
+    TRANSPORTS,
+)
+from trainyard.contract.nccl import SOCKET_IFNAME, lint_env
+from trainyard.contract.reports import CheckResult as Check
+from trainyard.contract.reports import preflight_json
 
-Status = Literal["pass", "warn", "skip", "fail", "error"]
-
-ENV_FABRIC = "TRAINYARD_FABRIC"
-ENV_TRANSPORT = "TRAINYARD_EXPECT_TRANSPORT"
-ENV_SHM_BYTES = "TRAINYARD_SHM_BYTES"
-ENV_SHM_PATH = "TRAINYARD_SHM_PATH"  # where the shm check looks; /dev/shm unless set
-DEFAULT_SHM_PATH = "/dev/shm"
 CAP_IPC_LOCK = 14
 GPU_DEVICE = re.compile(r"^nvidia(\d+)$")
-
-
-@dataclass(slots=True)
-class Check:
-    name: str
-    status: Status
-    detail: str
-    fix: str | None = None
 
 
 def _bytes(n: int) -> str:
@@ -59,14 +54,14 @@ def check_webhook(env: Mapping[str, str]) -> Check:
             "warn",
             f"{ENV_FABRIC} is not set: the pod was not mutated by the trainyard webhook, so the checks "
             "that need its settings are skipped",
-            'run the job in a namespace the webhook serves, without the trainyard.dev/inject: "false" annotation',
+            f'run the job in a namespace the webhook serves, without the {OPT_OUT_ANNOTATION}: "false" annotation',
         )
-    transport = env.get(ENV_TRANSPORT) or "?"
+    transport = env.get(ENV_EXPECT_TRANSPORT) or "?"
     return Check("webhook", "pass", f"fabric profile {fabric!r}, expected NCCL transport {transport}")
 
 
 def expected_transport(env: Mapping[str, str]) -> str | None:
-    value = (env.get(ENV_TRANSPORT) or "").strip()
+    value = (env.get(ENV_EXPECT_TRANSPORT) or "").strip()
     return value or None
 
 
@@ -76,8 +71,8 @@ def check_nccl_env(env: Mapping[str, str]) -> Check:
         return Check(
             "nccl-env",
             "error",
-            f"{ENV_TRANSPORT}={expect!r} is not a transport trainyard knows",
-            f"set {ENV_TRANSPORT} to one of {', '.join(TRANSPORTS)} (the fabric profile's spec.transport)",
+            f"{ENV_EXPECT_TRANSPORT}={expect!r} is not a transport trainyard knows",
+            f"set {ENV_EXPECT_TRANSPORT} to one of {', '.join(TRANSPORTS)} (the fabric profile's spec.transport)",
         )
     nccl = {k: v for k, v in env.items() if k.startswith(("NCCL_", "TORCH_NCCL_"))}
     findings = lint_env(nccl, expect_transport=expect)
@@ -171,7 +166,7 @@ def check_shm(env: Mapping[str, str], shm_path: str) -> Check:
 
 
 def check_interface(env: Mapping[str, str]) -> Check:
-    value = env.get("NCCL_SOCKET_IFNAME")
+    value = env.get(SOCKET_IFNAME)
     if value is None:
         if env.get(ENV_FABRIC):
             return Check(
@@ -237,7 +232,7 @@ def _memlock() -> int:
 
 def check_ipc_lock(env: Mapping[str, str]) -> list[Check]:
     if expected_transport(env) != "IB":
-        why = "the fabric does not use RDMA" if expected_transport(env) else f"{ENV_TRANSPORT} is not set"
+        why = "the fabric does not use RDMA" if expected_transport(env) else f"{ENV_EXPECT_TRANSPORT} is not set"
         return [Check("ipc-lock", "skip", why), Check("memlock", "skip", why)]
     eff = _caps("CapEff")
     bnd = _caps("CapBnd")
@@ -343,7 +338,7 @@ def run_checks(
     env: Mapping[str, str] | None = None, shm_path: str | None = None, gpus: int | None = None
 ) -> list[Check]:
     env = os.environ if env is None else env
-    shm = shm_path or env.get(ENV_SHM_PATH) or DEFAULT_SHM_PATH
+    shm = shm_path or env.get(ENV_SHM_PATH) or SHM_PATH
     return [
         check_webhook(env),
         check_nccl_env(env),
@@ -356,10 +351,10 @@ def run_checks(
 
 def exit_code(checks: list[Check]) -> int:
     if any(c.status == "error" for c in checks):
-        return 2
+        return EXIT_USAGE
     if any(c.status == "fail" for c in checks):
-        return 1
-    return 0
+        return EXIT_CHECK_FAILED
+    return EXIT_OK
 
 
 def render(checks: list[Check]) -> str:
@@ -377,4 +372,5 @@ def render(checks: list[Check]) -> str:
 
 
 def to_json(checks: list[Check]) -> dict:
-    return {"ok": exit_code(checks) == 0, "exit_code": exit_code(checks), "checks": [asdict(c) for c in checks]}
+    """The ``--json`` document (trainyard.contract.reports: the demo and other tools read it back)."""
+    return preflight_json(checks, exit_code(checks))

@@ -1,19 +1,16 @@
-"""What a run reports: JSON lines for machines (rank 0, DIR/metrics.jsonl) and progress for people."""
+"""What a run reports: the run log for machines (rank 0, DIR/metrics.jsonl) and progress for people.
+
+The run log's records and their encoding are the contract in :mod:`trainyard.contract.reports`,
+which the readers (the demo, the tests, a dashboard) share.
+"""
 
 from __future__ import annotations
 
-import json
-import math
 import sys
-import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
-
-def _clean(value: Any) -> Any:
-    if isinstance(value, float):
-        return None if math.isnan(value) or math.isinf(value) else round(value, 6)
-    return value
+from trainyard.contract import reports
 
 
 class RunLog:
@@ -28,18 +25,11 @@ class RunLog:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._file = path.open("a", encoding="utf-8", buffering=1)
 
-    def _write(self, record: dict[str, Any]) -> None:
+    def record(self, record: reports.Step | reports.Event) -> None:
+        """Write one record of the run log (rank 0 only)."""
         if self._file is not None:
-            self._file.write(json.dumps({k: _clean(v) for k, v in record.items()}) + "\n")
+            self._file.write(reports.encode(record) + "\n")
             self._file.flush()
-
-    def event(self, name: str, **fields: Any) -> None:
-        if self.is_main:
-            self._write({"event": name, **fields, "time": round(time.time(), 3)})
-
-    def metrics(self, **fields: Any) -> None:
-        if self.is_main:
-            self._write(fields)
 
     def info(self, message: str) -> None:
         if self.is_main:

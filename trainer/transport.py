@@ -14,8 +14,7 @@ from collections.abc import MutableMapping
 from pathlib import Path
 
 from trainer.nccl_log import Verdict, debug_file_for, verify_own_log
-
-ENV_EXPECT = "TRAINYARD_EXPECT_TRANSPORT"
+from trainyard.contract.names import ENV_EXPECT_TRANSPORT
 
 
 def prepare_nccl_log(env: MutableMapping[str, str]) -> str | None:
@@ -25,7 +24,7 @@ def prepare_nccl_log(env: MutableMapping[str, str]) -> str | None:
     NCCL_DEBUG_FILE is kept; otherwise one under the temporary directory is set (the console then
     gets the summary the trainer prints instead of NCCL's INFO lines).
     """
-    if not env.get(ENV_EXPECT):
+    if not env.get(ENV_EXPECT_TRANSPORT):
         return None
     if not env.get("NCCL_DEBUG_FILE"):
         folder = Path(tempfile.gettempdir()) / "trainyard-nccl"

@@ -1,8 +1,9 @@
-"""The single ``trainyard`` command.
+"""The single ``trainyard`` command, on top of every floor.
 
 Thin: argument parsing and printing. Each command group lives beside the package it drives
-(webhook.cli, trainer.cli, trainyard.repo_cli) and imports its heavy modules only when run, so
-the webhook image needs no torch and the trainer image no FastAPI.
+(webhook.cli, trainer.cli, trainyard.repo.cli, trainyard.sandbox.cli) and imports its heavy
+modules only when run; a group whose package an image does not carry is left out, so the webhook
+image needs no torch and the trainer image no FastAPI.
 """
 
 from __future__ import annotations
@@ -12,14 +13,15 @@ import importlib
 import sys
 
 from trainyard import __version__
-from trainyard.errors import UserError
+from trainyard.contract.argv import parse_command_line
+from trainyard.contract.errors import run
 
-# Modules with a ``register(subparsers)`` function; a group whose extra is not installed is
-# left out of --help rather than breaking the whole command.
-COMMAND_MODULES = ("webhook.cli", "trainer.cli", "trainyard.repo_cli")
+# Modules with a ``register(subparsers)`` function, bottom floor first.
+COMMAND_MODULES = ("webhook.cli", "trainer.cli", "trainyard.repo.cli", "trainyard.sandbox.cli")
+MISSING_EXTRA = "install the extra it belongs to (pip install 'trainyard[webhook|trainer|repo|dev]')"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     parser = argparse.ArgumentParser(
         prog="trainyard",
         description="Multi-node GPU training on Kubernetes through GitOps: fabric webhook, trainer, repo tooling.",
@@ -35,30 +37,13 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         module.register(sub)
-    return parser
+    return parser, dict(sub.choices)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        result = args.func(args)
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except ModuleNotFoundError as exc:
-        print(
-            f"error: {args.command} needs the Python package {exc.name!r}, which is not installed; "
-            "install the extra it belongs to (pip install 'trainyard[webhook|trainer|repo]')",
-            file=sys.stderr,
-        )
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        return 0
-    return int(result or 0)
+    parser, commands = build_parser()
+    args = parse_command_line(parser, commands, sys.argv[1:] if argv is None else argv)
+    return run(lambda: args.func(args), missing_hint=MISSING_EXTRA)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from trainyard.errors import UserError
+from trainyard.contract.errors import UserError
 
 
 def _name(common_name: str) -> x509.Name:
@@ -43,6 +43,66 @@ def _write(path: Path, data: bytes, mode: int) -> None:
     os.replace(tmp, path)
 
 
+def new_ca(days: int) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    """A self-signed CA that may sign serving certificates only (path length 0)."""
+    now = dt.datetime.now(dt.UTC)
+    key = ec.generate_private_key(ec.SECP256R1())
+    usage = x509.KeyUsage(
+        digital_signature=False,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=True,
+        crl_sign=True,
+        encipher_only=False,
+        decipher_only=False,
+    )
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name("trainyard local CA"))
+        .issuer_name(_name("trainyard local CA"))
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=max(days, 1) * 2))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(usage, critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    return cert, key
+
+
+def serving_certificate(
+    ca: tuple[x509.Certificate, ec.EllipticCurvePrivateKey],
+    dns: list[str],
+    addresses: list[ipaddress.IPv4Address | ipaddress.IPv6Address],
+    days: int,
+) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    """A server certificate for ``dns`` and ``addresses``, signed by ``ca``."""
+    ca_cert, ca_key = ca
+    now = dt.datetime.now(dt.UTC)
+    key = ec.generate_private_key(ec.SECP256R1())
+    sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns]
+    sans += [x509.IPAddress(a) for a in addresses]
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name(dns[0] if dns else str(addresses[0])))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=days))
+        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    return cert, key
+
+
 def generate(
     out: str | Path,
     dns: list[str] | None = None,
@@ -62,61 +122,15 @@ def generate(
         raise UserError(f"--ip: {exc}") from None
     if not dns and not addresses:
         dns, addresses = ["localhost"], [ipaddress.ip_address("127.0.0.1")]
-    now = dt.datetime.now(dt.UTC)
-    if ca is None:
-        ca_key = ec.generate_private_key(ec.SECP256R1())
-        ca_cert = (
-            x509.CertificateBuilder()
-            .subject_name(_name("trainyard local CA"))
-            .issuer_name(_name("trainyard local CA"))
-            .public_key(ca_key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5))
-            .not_valid_after(now + dt.timedelta(days=max(days, 1) * 2))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=False,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=True,
-                    crl_sign=True,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
-            .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-            .sign(ca_key, hashes.SHA256())
-        )
-    else:
-        ca_cert, ca_key = ca
-    key = ec.generate_private_key(ec.SECP256R1())
-    sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns]
-    sans += [x509.IPAddress(a) for a in addresses]
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(_name(dns[0] if dns else str(addresses[0])))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=days))
-        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
+    ca = ca or new_ca(days)
+    cert, key = serving_certificate(ca, dns, addresses, days)
     target = Path(out)
     try:
         target.mkdir(parents=True, exist_ok=True)
-        _write(target / "ca.crt", ca_cert.public_bytes(serialization.Encoding.PEM), 0o644)
+        _write(target / "ca.crt", ca[0].public_bytes(serialization.Encoding.PEM), 0o644)
         # key first: a watcher that sees the new certificate finds its key already there
         _write(target / "tls.key", _pem_key(key), 0o600)
         _write(target / "tls.crt", cert.public_bytes(serialization.Encoding.PEM), 0o644)
     except OSError as exc:
         raise UserError(f"{target}: cannot write certificates: {exc}") from None
-    return ca_cert, ca_key
+    return ca

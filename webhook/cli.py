@@ -94,7 +94,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _mutate(args: argparse.Namespace) -> int:
-    from webhook.offline import mutate_document, read_document
+    from webhook.mutate_file import mutate_document, read_document
     from webhook.server import load_checked
 
     policies = load_checked(Path(args.policies), args.profile)

@@ -29,29 +29,30 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any, Literal
 
-from trainyard.nccl_lint import lint_env
-from webhook import networks as netann
+from trainyard.contract import networks as netann
+from trainyard.contract.names import (
+    ENV_EXPECT_TRANSPORT,
+    ENV_FABRIC,
+    ENV_SHM_BYTES,
+    FABRIC_LABEL,
+    MIRROR_ANNOTATION,
+    OPT_OUT_ANNOTATION,
+    SHM_PATH,
+    SHM_VOLUME,
+    TRAINING_OPERATOR_JOB_LABEL,
+)
+from trainyard.contract.nccl import lint_env
+from trainyard.contract.quantity import QuantityError, format_bytes, parse_quantity
 from webhook.policy import CompiledProfile, PolicySet
-from webhook.quantity import QuantityError, format_bytes, parse_quantity
-
-OPT_OUT = "trainyard.dev/inject"
-FABRIC_LABEL = "trainyard.dev/fabric"
-MIRROR = "kubernetes.io/config.mirror"
-JOB_LABEL = "training.kubeflow.org/job-name"
-SHM_PATH = "/dev/shm"
-SHM_VOLUME = "trainyard-shm"
-ENV_FABRIC = "TRAINYARD_FABRIC"
-ENV_TRANSPORT = "TRAINYARD_EXPECT_TRANSPORT"
-ENV_SHM = "TRAINYARD_SHM_BYTES"
 
 Op = dict[str, Any]
+NO_TRAINER = "no container runs a trainer image"
 
 
 @dataclass(slots=True)
 class Mutation:
     ops: list[Op] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    skipped: str | None = None  # why the pod was left alone, when it was
     interface: str | None = None  # the fabric interface the pod's trainers will use
 
 
@@ -61,7 +62,8 @@ class MutationError(ValueError):
 
 @dataclass(slots=True)
 class Decision:
-    """What to do with one pod: mutate it with ``profile``, leave it, or deny it."""
+    """What to do with one pod: mutate it with ``profile``, leave it (skip, saying why in
+    ``reason``), or deny it. The one place a skip is represented."""
 
     action: Literal["mutate", "skip", "deny"]
     profile: CompiledProfile | None = None
@@ -166,26 +168,26 @@ def admit(pod: object, policies: PolicySet, default: str, namespace: str | None)
         return Decision("skip", reason="the object is not a Pod")
     meta = _dict(pod.get("metadata"))
     annotations = _dict(meta.get("annotations"))
-    if str(annotations.get(OPT_OUT, "")).strip().lower() == "false":
-        return Decision("skip", reason=f'annotation {OPT_OUT}: "false"')
-    if MIRROR in annotations:
+    if str(annotations.get(OPT_OUT_ANNOTATION, "")).strip().lower() == "false":
+        return Decision("skip", reason=f'annotation {OPT_OUT_ANNOTATION}: "false"')
+    if MIRROR_ANNOTATION in annotations:
         return Decision("skip", reason="mirror pod")
     wanted = _dict(meta.get("labels")).get(FABRIC_LABEL)
     name = wanted if isinstance(wanted, str) and wanted else default
     profile = policies.get(name)
     if profile is None:
         if not any(trainer_indices(pod, p) for p in policies.profiles.values()):
-            return Decision("skip", reason="no container runs a trainer image")
+            return Decision("skip", reason=NO_TRAINER)
         return Decision(
             "deny",
             reason=(
                 f"label {FABRIC_LABEL}={name!r} names no fabric profile; known profiles: {', '.join(policies.names)}"
             ),
         )
-    mutation = mutate(pod, profile, namespace)
-    if mutation.skipped:
-        return Decision("skip", profile=profile, reason=mutation.skipped)
-    return Decision("mutate", profile=profile, mutation=mutation)
+    trainers = trainer_indices(pod, profile)
+    if not trainers:
+        return Decision("skip", profile=profile, reason=NO_TRAINER)
+    return Decision("mutate", profile=profile, mutation=_mutate(pod, profile, namespace, trainers))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -193,11 +195,14 @@ def admit(pod: object, policies: PolicySet, default: str, namespace: str | None)
 
 
 def mutate(pod: dict, profile: CompiledProfile, namespace: str | None) -> Mutation:
-    """The JSONPatch operations that give ``pod`` the fabric of ``profile``, and warnings."""
+    """The JSONPatch operations that give ``pod`` the fabric of ``profile``, and warnings (none
+    for a pod without a trainer container: :func:`admit` decides which pods are mutated)."""
+    return _mutate(pod, profile, namespace, trainer_indices(pod, profile))
+
+
+def _mutate(pod: dict, profile: CompiledProfile, namespace: str | None, trainers: list[int]) -> Mutation:
     out = Mutation()
-    trainers = trainer_indices(pod, profile)
     if not trainers:
-        out.skipped = "no container runs a trainer image"
         return out
     meta = _dict(pod.get("metadata"))
     spec = _dict(pod.get("spec"))
@@ -214,7 +219,7 @@ def mutate(pod: dict, profile: CompiledProfile, namespace: str | None) -> Mutati
     _rdma(out, containers, trainers, profile)
     if gpus > 0:
         _tolerations(out, spec, profile)
-    job = _dict(meta.get("labels")).get(JOB_LABEL)
+    job = _dict(meta.get("labels")).get(TRAINING_OPERATOR_JOB_LABEL)
     if isinstance(job, str) and job:
         _topology(out, spec, profile, job)
     return out
@@ -269,8 +274,8 @@ def _env(
     wanted = [(name, interface if value is None else value, enforced) for name, value, enforced in profile.env_plan]
     wanted += [
         (ENV_FABRIC, profile.name, True),
-        (ENV_TRANSPORT, profile.spec.transport, True),
-        (ENV_SHM, str(shm_bytes), True),
+        (ENV_EXPECT_TRANSPORT, profile.spec.transport, True),
+        (ENV_SHM_BYTES, str(shm_bytes), True),
     ]
     for i in trainers:
         c = containers[i]
@@ -438,7 +443,7 @@ def _tolerations(out: Mutation, spec: dict, profile: CompiledProfile) -> None:
 
 
 def _topology(out: Mutation, spec: dict, profile: CompiledProfile, job: str) -> None:
-    selector = {"matchLabels": {JOB_LABEL: job}}
+    selector = {"matchLabels": {TRAINING_OPERATOR_JOB_LABEL: job}}
     colocate = profile.spec.topology.colocate
     if colocate is not None:
         term = {"labelSelector": selector, "topologyKey": colocate.key}

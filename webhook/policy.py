@@ -25,19 +25,16 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from trainyard.errors import UserError
-from trainyard.nccl_lint import Finding, lint_env
-from webhook.images import ImageRef, parse_image
-from webhook.quantity import QuantityError, parse_quantity
+from trainyard.contract.errors import UserError
+from trainyard.contract.images import ImageRef, parse_image
+from trainyard.contract.k8s import DNS1123_LABEL, ENV_NAME
+from trainyard.contract.names import ENGINE_ENV, TRANSPORTS
+from trainyard.contract.nccl import SOCKET_IFNAME, Finding, lint_env
+from trainyard.contract.quantity import QuantityError, parse_quantity
 
 API_VERSION = "trainyard.dev/v1alpha1"
 KIND = "FabricProfile"
-SOCKET_IFNAME = "NCCL_SOCKET_IFNAME"
-# Set by the engine itself for the trainer's start-up checks; a profile may not set them.
-RESERVED_ENV = ("TRAINYARD_FABRIC", "TRAINYARD_EXPECT_TRANSPORT", "TRAINYARD_SHM_BYTES")
-
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+Transport = Literal[TRANSPORTS]  # type: ignore[valid-type]
 _IFNAME = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
 _RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
@@ -68,7 +65,7 @@ def _bytes(value: object) -> int:
 
 def _matches(pattern: re.Pattern[str], what: str):
     def check(value: str) -> str:
-        if not pattern.match(value):
+        if not pattern.fullmatch(value):
             raise ValueError(f"{value!r} is not a valid {what}")
         return value
 
@@ -76,7 +73,7 @@ def _matches(pattern: re.Pattern[str], what: str):
 
 
 Bytes = Annotated[int, BeforeValidator(_bytes)]
-Dns1123Label = Annotated[str, _matches(_DNS1123_LABEL, "DNS-1123 label (lower case, digits, '-')")]
+Dns1123Label = Annotated[str, _matches(DNS1123_LABEL, "DNS-1123 label (lower case, digits, '-')")]
 
 
 class _Model(BaseModel):
@@ -92,7 +89,7 @@ class Network(_Model):
 
 
 class EnvVar(_Model):
-    name: Annotated[str, _matches(_ENV_NAME, "environment variable name")]
+    name: Annotated[str, _matches(ENV_NAME, "environment variable name")]
     value: str | None = None
     # "interface": the value is the interface the fabric attachment (networks[0]) gets in the pod.
     from_network: Literal["interface"] | None = None
@@ -151,7 +148,7 @@ class Toleration(_Model):
 class Spec(_Model):
     description: str = ""
     trainer_images: list[str] = Field(min_length=1)
-    transport: Literal["IB", "Socket"]
+    transport: Transport
     networks: list[Network] = Field(min_length=1)
     env: list[EnvVar] = []
     gpu_resource: str = "nvidia.com/gpu"
@@ -178,7 +175,7 @@ class Spec(_Model):
                 "NCCL must use the interface of the fabric attachment, whatever a pod says"
             )
         for e in self.env:
-            if e.name in RESERVED_ENV:
+            if e.name in ENGINE_ENV:
                 raise ValueError(f"env may not set {e.name}: the engine sets it from the profile")
         return self
 

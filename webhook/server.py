@@ -19,10 +19,10 @@ from pathlib import Path
 import orjson
 import uvicorn
 
-from trainyard.errors import UserError
+from trainyard.contract.errors import UserError
 from webhook.app import State, create_app
+from webhook.http_guard import GuardedHttpToolsProtocol
 from webhook.policy import PolicyError, PolicySet, load_policies
-from webhook.protocol import GuardedHttpToolsProtocol
 from webhook.reviewlog import LOGGER, ReviewLog
 from webhook.tls import CertStore
 

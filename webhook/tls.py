@@ -11,7 +11,7 @@ from __future__ import annotations
 import ssl
 from pathlib import Path
 
-from trainyard.errors import UserError
+from trainyard.contract.errors import UserError
 
 CERT_FILE = "tls.crt"
 KEY_FILE = "tls.key"

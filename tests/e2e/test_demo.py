@@ -1,6 +1,6 @@
 """``make demo``, reduced: the whole path of a job on one machine, and nothing left behind.
 
-The same command a user runs (``python -m trainyard.demo``), with fewer steps: render and
+The same command a user runs (``trainyard demo``), with fewer steps: render and
 validate the dev cluster, the webhook over TLS, the job's pods through admission, the pods in
 network namespaces, training with a worker killed halfway, the report. Then the machine is
 checked for leftovers (namespaces, links, hosts files, processes).
@@ -20,16 +20,15 @@ from pathlib import Path
 import pytest
 
 from tests.trainyard.conftest import REPO_ROOT
-from trainyard.localpods import STATE_DIR
+from trainyard.sandbox.localpods import STATE_DIR
 
 STEPS, EVERY = 60, 10
 
 
 def demo(*args: str) -> subprocess.CompletedProcess:
-    """``python -m trainyard.demo ARGS`` as a user runs it (make demo runs it without arguments)."""
-    return subprocess.run(
-        [sys.executable, "-m", "trainyard.demo", *args], capture_output=True, text=True, timeout=300, cwd=REPO_ROOT
-    )
+    """``trainyard demo ARGS`` as a user runs it (make demo runs it without arguments)."""
+    argv = [sys.executable, "-m", "trainyard.cli", "demo", *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
 
 
 def leftovers(run_id: str, workdir: Path) -> list[str]:
@@ -101,7 +100,7 @@ def test_demo_end_to_end(tmp_path):
 def test_ctrl_c_cleans_up_and_a_second_run_works(tmp_path):
     workdir = tmp_path / "work"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "trainyard.demo", "--max-steps", "2000", "--no-fault", "--workdir", str(workdir)],
+        [sys.executable, "-m", "trainyard.cli", "demo", "--max-steps", "2000", "--no-fault", "--workdir", str(workdir)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -128,7 +127,8 @@ def test_ctrl_c_cleans_up_and_a_second_run_works(tmp_path):
         [
             sys.executable,
             "-m",
-            "trainyard.demo",
+            "trainyard.cli",
+            "demo",
             "--max-steps",
             "10",
             "--no-fault",

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from trainyard.errors import UserError
-from trainyard.localpods import STATE_DIR, LocalCluster, expand, isolation_available, sweep_stale
+from trainyard.contract.errors import UserError
+from trainyard.sandbox.localpods import STATE_DIR, LocalCluster, isolation_available, sweep_stale
 
 available, why = isolation_available()
 needs_netns = pytest.mark.skipif(not available, reason=f"needs root and ip netns: {why}")
@@ -96,12 +96,6 @@ def netns() -> str:
     return subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
 
 
-def test_expand_follows_kubernetes():
-    env = {"MASTER_ADDR": "job-master-0", "PORT": "23456"}
-    assert expand("--rdzv_endpoint=$(MASTER_ADDR):$(PORT)", env) == "--rdzv_endpoint=job-master-0:23456"
-    assert expand("$(UNKNOWN) $$(PORT) $$", env) == "$(UNKNOWN) $(PORT) $"
-
-
 @needs_netns
 def test_pods_get_namespaces_fabric_shm_dns_volumes_and_restarts(tmp_path):
     entry = {"registry.example.com/ml/trainer": [sys.executable]}
@@ -151,7 +145,7 @@ def test_a_killed_run_is_swept_by_the_next(tmp_path):
 import sys, os, signal
 sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
 from pathlib import Path
-from trainyard.localpods import LocalCluster
+from trainyard.sandbox.localpods import LocalCluster
 c = LocalCluster(Path({str(tmp_path)!r}), [], {{}}, isolate=True)
 c.add_pods([{{"metadata": {{"name": "p"}}, "spec": {{"containers": []}}}}], "ml")
 print(c.id, flush=True)

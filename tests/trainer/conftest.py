@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from trainyard.processes import descendants, training_workers
+from trainyard.sandbox.processes import descendants, training_workers
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -8,7 +8,7 @@ import torch
 
 from trainer.data import SyntheticImages, SyntheticTokens, TokenFile, build
 from trainer.schedule import warmup_cosine
-from trainyard.errors import UserError
+from trainyard.contract.errors import UserError
 
 
 def test_synthetic_tokens_do_not_depend_on_how_the_batch_is_split():

@@ -13,8 +13,8 @@ import subprocess
 import pytest
 
 from tests.trainer.conftest import clean_env, trainyard
-from trainer.launch import plan, split_argv
-from trainyard.errors import UserError
+from trainer.launch import plan
+from trainyard.contract.errors import UserError
 
 TRAIN = ["--model", "gpt-125m", "--checkpoint-dir", "/checkpoints/job"]
 
@@ -124,16 +124,27 @@ def test_unusable_env_is_a_user_error(env, message):
         plan(env, [])
 
 
-def test_argv_split_between_launch_and_train():
-    assert split_argv(["--model", "tiny", "--dry-run"]) == ([], ["--model", "tiny", "--dry-run"])
-    assert split_argv(["--nproc-per-node", "2", "--model", "tiny"]) == (["--nproc-per-node", "2"], ["--model", "tiny"])
-    assert split_argv(["--max-restarts=1", "--", "--dry-run"]) == (["--max-restarts=1"], ["--dry-run"])
-    assert split_argv(["--dry-run", "--skip-preflight"]) == (["--dry-run", "--skip-preflight"], [])
+def test_train_arguments_follow_the_separator():
+    env = clean_env(PET_NNODES="1")
+    out = subprocess.run(
+        trainyard("launch", "--nproc-per-node", "2", "--dry-run", "--", "--dry-run", "--", "x"),
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert out.returncode == 0, out.stderr
+    # everything after the first -- goes to train untouched, a second -- included
+    assert out.stdout.splitlines()[-1].endswith("-m trainer train --dry-run -- x")
+    assert "--nproc-per-node 2" in out.stdout
+    # without --, a train flag is a usage error that says where train arguments go
+    out = subprocess.run(trainyard("launch", "--model", "tiny"), capture_output=True, text=True, env=env)
+    assert out.returncode == 2
+    assert "unrecognized arguments: --model tiny" in out.stderr
 
 
 def test_dry_run_prints_the_command_from_the_pod_env():
     out = subprocess.run(
-        trainyard("launch", "--dry-run", "--model", "tiny", "--max-steps", "5"),
+        trainyard("launch", "--dry-run", "--", "--model", "tiny", "--max-steps", "5"),
         capture_output=True,
         text=True,
         env=clean_env(**master(RANK="1", PET_NODE_RANK="1", MASTER_ADDR="127.0.0.1")),

@@ -26,8 +26,8 @@ from tests.trainer.conftest import (
     trainyard,
     worker_pids,
 )
-from trainyard.processes import wait_for
-from webhook.local import free_port
+from trainyard.sandbox.processes import wait_for
+from trainyard.sandbox.webhook_process import free_port
 
 MAX_STEPS = 120
 EVERY = 20

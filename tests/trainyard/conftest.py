@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from trainyard import kustomize, repository, validate
-from trainyard.errors import UserError
+from trainyard.contract.errors import UserError
+from trainyard.repo import kustomize, repository, validate
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # what a render reads: manifests and policies

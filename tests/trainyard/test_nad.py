@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 import json
 
-from trainyard import nad
+from trainyard.repo import nad
 
 
 def _nad(config: dict | str) -> dict:

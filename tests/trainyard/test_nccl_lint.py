@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainyard.nccl_lint import FOLKLORE, errors, level_name, lint_env
+from trainyard.contract.nccl import FOLKLORE, errors, level_name, lint_env
 
 
 def test_clean_env_has_no_findings():

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tests.trainyard.conftest import errors_of
-from trainyard import kustomize, newjob, validate
 from trainyard.cli import main
-from trainyard.errors import UserError
+from trainyard.contract.errors import UserError
+from trainyard.repo import kustomize, newjob, validate
 
 
 @pytest.mark.parametrize(

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from trainyard import preview
 from trainyard.cli import main
-from trainyard.errors import UserError
+from trainyard.contract.errors import UserError
+from trainyard.repo import preview
 
 
 @pytest.mark.parametrize(
@@ -87,6 +87,6 @@ def test_preview_needs_a_job_folder(repo):
 
 
 def test_expand_job_is_the_operator_contract(report):
-    from trainyard import operator
+    from trainyard.repo import training_operator
 
-    assert preview.expand_job is operator.expand_job
+    assert preview.expand_job is training_operator.expand_job

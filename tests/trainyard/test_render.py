@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from trainyard import argocd, gotemplate, repository
 from trainyard.cli import main
-from trainyard.resources import Resource
+from trainyard.repo import argocd, gotemplate, repository
+from trainyard.repo.rendered import Resource
 
 CLUSTERS = ("dev", "prod-roce", "prod-ib")
 EXAMPLE_JOBS = {"dev": "mnist-ddp", "prod-roce": "llama-finetune", "prod-ib": "horovod"}
@@ -182,8 +182,8 @@ def test_other_repositories_cannot_be_listed_offline(fake_repo):
 
 
 def test_kustomize_missing_is_a_clear_error(monkeypatch, tmp_path: Path):
-    from trainyard import kustomize
-    from trainyard.errors import UserError
+    from trainyard.contract.errors import UserError
+    from trainyard.repo import kustomize
 
     kustomize.command.cache_clear()
     monkeypatch.setenv("PATH", str(tmp_path))

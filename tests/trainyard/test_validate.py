@@ -7,8 +7,8 @@ import shutil
 import pytest
 
 from tests.trainyard.conftest import edit, errors_of
-from trainyard import kustomize, validate
 from trainyard.cli import main
+from trainyard.repo import kustomize, validate
 
 MNIST = "overlays/dev/jobs/mnist-ddp"
 MNIST_PATCH = f"{MNIST}/job.yaml"
@@ -277,7 +277,7 @@ def test_validate_cli_writes_previews(repo, tmp_path, capsys, monkeypatch):
 
 @pytest.mark.parametrize("cluster", ["dev", "prod-roce", "prod-ib"])
 def test_every_rendered_builtin_object_passes_strict_schema(report, cluster):
-    from trainyard import schema
+    from trainyard.repo import schema
 
     checked = 0
     for r in report.renders[cluster].resources():

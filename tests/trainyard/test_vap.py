@@ -8,7 +8,7 @@ import copy
 import jsonpatch
 import pytest
 
-from trainyard import cluster_facts, operator, vap
+from trainyard.repo import cluster_facts, training_operator, vap
 from webhook.engine import admit
 from webhook.policy import load_policies
 
@@ -16,8 +16,8 @@ from webhook.policy import load_policies
 @pytest.fixture(scope="module")
 def dev(report):
     facts = cluster_facts.collect(report.renders["dev"].resources())
-    job = next(r.doc for r in report.renders["dev"].resources() if operator.is_job(r.doc))
-    return facts, operator.expand_job(job)
+    job = next(r.doc for r in report.renders["dev"].resources() if training_operator.is_job(r.doc))
+    return facts, training_operator.expand_job(job)
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ import os
 import time
 from pathlib import Path
 
-from webhook.local import LocalWebhook as Server
-from webhook.local import wait_for
+from trainyard.sandbox.webhook_process import LocalWebhook as Server
+from trainyard.sandbox.webhook_process import wait_for
 
 __all__ = ["AtomicDir", "Server", "wait_for"]
 

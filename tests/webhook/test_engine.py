@@ -21,9 +21,14 @@ def profile_with(**spec_changes):
 
 
 def run(p: dict, profile, namespace: str = "ml") -> tuple[dict, list[str]]:
-    m = mutate(p, profile, namespace)
-    assert m.skipped is None, m.skipped
+    decision = admit(p, PolicySet({profile.name: profile}), profile.name, namespace)
+    assert decision.action == "mutate", decision.reason
+    m = decision.mutation
     return apply(p, m.ops), m.warnings
+
+
+def decide(p: dict, profile):
+    return admit(p, PolicySet({profile.name: profile}), profile.name, "ml")
 
 
 # --- which pods ------------------------------------------------------------------------------
@@ -56,8 +61,9 @@ def test_trainer_image_any_tag_or_digest(roce, image):
     ],
 )
 def test_lookalike_images_are_not_the_trainer(roce, image):
-    m = mutate(pod(trainer(image=image)), roce, "ml")
-    assert m.ops == [] and m.skipped == "no container runs a trainer image"
+    decision = decide(pod(trainer(image=image)), roce)
+    assert decision.action == "skip" and decision.reason == "no container runs a trainer image"
+    assert mutate(pod(trainer(image=image)), roce, "ml").ops == []
 
 
 @pytest.mark.parametrize(
@@ -77,7 +83,7 @@ def test_docker_hub_references_are_normalised(image):
 
 def test_init_container_alone_does_not_make_a_trainer_pod(roce):
     p = pod({"name": "app", "image": "busybox"}, initContainers=[{"name": "init", "image": TRAINER}])
-    assert mutate(p, roce, "ml").skipped
+    assert decide(p, roce).action == "skip"
 
 
 def test_opt_out_and_mirror_pods_are_skipped(policies):

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 
 from tests.webhook.conftest import apply
 from tests.webhook.strategies import pods
-from webhook import networks
+from trainyard.contract import networks
 from webhook.engine import admit
 
 PROFILE_DEFAULT = "roce"

@@ -22,9 +22,9 @@ from tests.webhook.conftest import POLICIES, apply, example, example_names
 from tests.webhook.load import run_load
 from tests.webhook.server_process import AtomicDir, Server, wait_for
 from tests.webhook.strategies import pods
+from trainyard.sandbox.webhook_process import rss_bytes
 from webhook.app import State, create_app
 from webhook.certs import generate
-from webhook.local import rss_bytes
 from webhook.policy import load_policies
 from webhook.review import admission_review
 

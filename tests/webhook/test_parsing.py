@@ -6,9 +6,9 @@ from decimal import Decimal
 
 import pytest
 
-from webhook import networks
-from webhook.images import parse_image
-from webhook.quantity import QuantityError, format_bytes, parse_quantity
+from trainyard.contract import networks
+from trainyard.contract.images import parse_image
+from trainyard.contract.quantity import QuantityError, format_bytes, parse_quantity
 
 
 @pytest.mark.parametrize(

@@ -7,23 +7,6 @@ import sys
 from pathlib import Path
 
 
-class _TrainerArgsParser(argparse.ArgumentParser):
-    """A parser that keeps everything after ``--`` for the trainer.
-
-    argparse matches a trailing list positional as soon as it meets the job name, so arguments
-    after ``--`` that follow options would be rejected; they are split off first instead."""
-
-    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
-        items = list(sys.argv[1:] if args is None else args)
-        trailing: list[str] = []
-        if "--" in items:
-            cut = items.index("--")
-            items, trailing = items[:cut], items[cut + 1 :]
-        ns, extras = super().parse_known_args(items, namespace)
-        ns.trainer_args = trailing
-        return ns, extras
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "render",
@@ -67,28 +50,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--pods", action="store_true", help="print the admitted pods as YAML instead of the summary")
     p.set_defaults(func=_preview)
 
-    parser_class = sub._parser_class
-    sub._parser_class = _TrainerArgsParser
-    try:
-        p = sub.add_parser(
-            "new-job",
-            help="scaffold overlays/<cluster>/jobs/<name>/ and validate the cluster with it",
-            description="Write overlays/CLUSTER/jobs/NAME/ (a kustomization on base/jobs/<kind> and a small JSON "
-            "patch), refusing to overwrite, then validate the cluster. Arguments after -- go to the trainer "
-            "(default: --model tiny --data synthetic; --checkpoint-dir /checkpoints/NAME is added when missing).",
-            usage="trainyard new-job NAME --cluster C [--kind pytorch|mpi|tf] --nodes N --gpus G "
-            "[--elastic MIN:MAX] [--image-tag T] [-- TRAINER ARGS]",
-        )
-        p.add_argument("name", metavar="NAME", help="job name: a DNS-1035 label (lower case, digits, '-')")
-        p.add_argument("--cluster", required=True, metavar="C", help="cluster folder under clusters/ and overlays/")
-        p.add_argument("--kind", default="pytorch", choices=["pytorch", "mpi", "tf"], help="job kind (default pytorch)")
-        p.add_argument("--nodes", type=int, required=True, metavar="N", help="pods (nodes) of the job")
-        p.add_argument("--gpus", type=int, required=True, metavar="G", help="GPUs per pod (processes per node)")
-        p.add_argument("--elastic", metavar="MIN:MAX", help="PyTorch only: elastic between MIN and MAX nodes")
-        p.add_argument("--image-tag", metavar="T", help="trainer image tag (default: the base's pinned tag)")
-    finally:
-        sub._parser_class = parser_class
-    p.set_defaults(func=_new_job, trainer_args=[])
+    p = sub.add_parser(
+        "new-job",
+        help="scaffold overlays/<cluster>/jobs/<name>/ and validate the cluster with it",
+        description="Write overlays/CLUSTER/jobs/NAME/ (a kustomization on base/jobs/<kind> and a small JSON "
+        "patch), refusing to overwrite, then validate the cluster. Arguments after -- go to the trainer "
+        "(default: --model tiny --data synthetic; --checkpoint-dir /checkpoints/NAME is added when missing).",
+        usage="trainyard new-job NAME --cluster C [--kind pytorch|mpi|tf] --nodes N --gpus G "
+        "[--elastic MIN:MAX] [--image-tag T] [-- TRAINER ARGS]",
+    )
+    p.add_argument("name", metavar="NAME", help="job name: a DNS-1035 label (lower case, digits, '-')")
+    p.add_argument("--cluster", required=True, metavar="C", help="cluster folder under clusters/ and overlays/")
+    p.add_argument("--kind", default="pytorch", choices=["pytorch", "mpi", "tf"], help="job kind (default pytorch)")
+    p.add_argument("--nodes", type=int, required=True, metavar="N", help="pods (nodes) of the job")
+    p.add_argument("--gpus", type=int, required=True, metavar="G", help="GPUs per pod (processes per node)")
+    p.add_argument("--elastic", metavar="MIN:MAX", help="PyTorch only: elastic between MIN and MAX nodes")
+    p.add_argument("--image-tag", metavar="T", help="trainer image tag (default: the base's pinned tag)")
+    p.set_defaults(func=_new_job, takes_passthrough=True)
 
 
 def _print_problems(problems: list, *, quiet: bool) -> None:
@@ -99,7 +77,7 @@ def _print_problems(problems: list, *, quiet: bool) -> None:
 
 
 def _render(args: argparse.Namespace) -> int:
-    from trainyard import render, repository
+    from trainyard.repo import render, repository
 
     repo = repository.load()
     text, _ = render.render(repo, args.cluster or None, Path(args.out) if args.out else None)
@@ -108,7 +86,7 @@ def _render(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from trainyard import repository, validate
+    from trainyard.repo import repository, validate
 
     repo = repository.load()
     clusters = [repo.require_cluster(c) for c in args.cluster] or None
@@ -128,7 +106,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _preview(args: argparse.Namespace) -> int:
-    from trainyard import preview, repository
+    from trainyard.repo import preview, repository
 
     repo = repository.load()
     jobs = preview.preview_path(repo, args.path)
@@ -140,14 +118,14 @@ def _preview(args: argparse.Namespace) -> int:
             sys.stdout.write(preview.format_job(jp, diff=args.diff))
         failed = failed or bool(jp.problems())
     if failed:
-        from trainyard.validate import ValidationFailed
+        from trainyard.repo.validate import ValidationFailed
 
         raise ValidationFailed(f"{args.path}: some pods would not be admitted; see the errors above")
     return 0
 
 
 def _new_job(args: argparse.Namespace) -> int:
-    from trainyard import newjob, preview, repository, validate
+    from trainyard.repo import newjob, preview, repository, validate
 
     repo = repository.load()
     req = newjob.JobRequest(
@@ -158,7 +136,7 @@ def _new_job(args: argparse.Namespace) -> int:
         gpus=args.gpus,
         elastic=newjob.parse_elastic(args.elastic) if args.elastic else None,
         image_tag=args.image_tag,
-        trainer_args=list(args.trainer_args),
+        trainer_args=list(args.passthrough or []),
     )
     written = newjob.create(repo, req)
     for path in written:

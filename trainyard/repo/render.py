@@ -6,9 +6,9 @@ from pathlib import Path
 
 import yaml
 
-from trainyard import argocd
-from trainyard.errors import UserError
-from trainyard.repository import Repository
+from trainyard.contract.errors import UserError
+from trainyard.repo import argocd
+from trainyard.repo.repository import Repository
 
 
 class RenderFailed(UserError):

@@ -29,7 +29,7 @@ import celpy
 import yaml
 from celpy import celtypes
 
-from trainyard.errors import UserError
+from trainyard.contract.errors import UserError
 
 POLICY_FILE = Path("base/webhook/validating-admission-policy.yaml")
 POLICY_KIND = "ValidatingAdmissionPolicy"
@@ -186,7 +186,7 @@ def load_policy(path: str | Path | None = None) -> dict:
     """The ValidatingAdmissionPolicy document of ``path`` (default: the repository's
     base/webhook/validating-admission-policy.yaml)."""
     if path is None:
-        from trainyard.repository import find_root
+        from trainyard.repo.repository import find_root
 
         path = find_root() / POLICY_FILE
     return copy.deepcopy(_load_policy_file(str(path)))

@@ -17,7 +17,7 @@ from typing import IO
 
 import httpx
 
-from trainyard.processes import wait_for
+from trainyard.sandbox.processes import wait_for
 
 
 def free_port() -> int:

@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from trainyard import operator
+from trainyard.repo import training_operator
 
 
 def _job_of(report, cluster: str, name: str) -> dict:
     for r in report.renders[cluster].resources():
-        if operator.is_job(r.doc) and r.name == name:
+        if training_operator.is_job(r.doc) and r.name == name:
             return copy.deepcopy(r.doc)
     raise AssertionError(f"no job {name} in {cluster}")
 
@@ -22,7 +22,7 @@ def _env(pod: dict, container: int = 0) -> dict[str, str]:
 
 
 def test_mnist_ddp_master_and_worker(report):
-    pods = operator.expand_job(_job_of(report, "dev", "mnist-ddp"))
+    pods = training_operator.expand_job(_job_of(report, "dev", "mnist-ddp"))
     assert [p["metadata"]["name"] for p in pods] == ["mnist-ddp-master-0", "mnist-ddp-worker-0"]
     master, worker = pods
     assert master["metadata"]["namespace"] == "ml-training"
@@ -58,7 +58,7 @@ def test_world_size_counts_processes_per_node(report):
     job = _job_of(report, "dev", "mnist-ddp")
     job["spec"]["nprocPerNode"] = "4"
     job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 3
-    pods = operator.expand_job(job)
+    pods = training_operator.expand_job(job)
     assert len(pods) == 4
     assert {_env(p)["WORLD_SIZE"] for p in pods} == {"16"}
     assert [_env(p)["RANK"] for p in pods] == ["0", "1", "2", "3"]
@@ -66,7 +66,7 @@ def test_world_size_counts_processes_per_node(report):
 
 
 def test_llama_finetune_is_elastic(report):
-    pods = operator.expand_job(_job_of(report, "prod-roce", "llama-finetune"))
+    pods = training_operator.expand_job(_job_of(report, "prod-roce", "llama-finetune"))
     assert [p["metadata"]["name"] for p in pods] == [f"llama-finetune-worker-{i}" for i in range(4)]
     env = _env(pods[2])
     assert env == {
@@ -94,7 +94,7 @@ def test_elastic_defaults_and_rendezvous_options():
                 {"name": "pytorch", "image": "registry.example.com/ml/trainer:0.1.0"}]}}}},
         },
     }  # fmt: skip
-    pods = operator.expand_job(job)
+    pods = training_operator.expand_job(job)
     env = _env(pods[0])
     assert env["PET_NNODES"] == "3:3"  # min/max default to the worker replicas
     assert env["PET_RDZV_ENDPOINT"] == "etcd:2379"
@@ -106,7 +106,7 @@ def test_elastic_defaults_and_rendezvous_options():
 
 
 def test_horovod_mpijob(report):
-    pods = operator.expand_job(_job_of(report, "prod-ib", "horovod"))
+    pods = training_operator.expand_job(_job_of(report, "prod-ib", "horovod"))
     assert [p["metadata"]["name"] for p in pods] == ["horovod-launcher", "horovod-worker-0", "horovod-worker-1"]
     launcher, worker = pods[0], pods[1]
     assert launcher["metadata"]["labels"]["training.kubeflow.org/job-role"] == "master"
@@ -136,7 +136,7 @@ def _tfjob(replicas: dict[str, int]) -> dict:
 
 
 def test_tfjob_tf_config():
-    pods = operator.expand_job(_tfjob({"Chief": 1, "Worker": 2}))
+    pods = training_operator.expand_job(_tfjob({"Chief": 1, "Worker": 2}))
     assert [p["metadata"]["name"] for p in pods] == ["tf-chief-0", "tf-worker-0", "tf-worker-1"]
     config = json.loads(_env(pods[2])["TF_CONFIG"])
     assert config == {
@@ -150,7 +150,7 @@ def test_tfjob_tf_config():
     assert pods[0]["metadata"]["labels"]["training.kubeflow.org/job-role"] == "master"
     assert pods[0]["spec"]["restartPolicy"] == "Never"  # TFJob's default
     # a single-replica TFJob is not distributed: no TF_CONFIG
-    assert "env" not in operator.expand_job(_tfjob({"Worker": 1}))[0]["spec"]["containers"][0]
+    assert "env" not in training_operator.expand_job(_tfjob({"Worker": 1}))[0]["spec"]["containers"][0]
 
 
 @pytest.mark.parametrize(
@@ -181,16 +181,15 @@ def test_tfjob_tf_config():
 def test_admission_rules(report, change, expected):
     job = _job_of(report, "dev", "mnist-ddp")
     change(job)
-    problems = operator.admission_problems(job)
+    problems = training_operator.admission_problems(job)
     assert any(expected in p for p in problems), problems
-    with pytest.raises(operator.JobError):
-        operator.expand_job(job)
+    with pytest.raises(training_operator.JobError):
+        training_operator.expand_job(job)
 
 
 def test_tfjob_two_chiefs_and_mpijob_launcher():
-    assert any(
-        "more than 1 Chief or Master" in p for p in operator.admission_problems(_tfjob({"Chief": 1, "Master": 1}))
-    )
+    problems = training_operator.admission_problems(_tfjob({"Chief": 1, "Master": 1}))
+    assert any("more than 1 Chief or Master" in p for p in problems)
     mpi = {
         "apiVersion": "kubeflow.org/v1",
         "kind": "MPIJob",
@@ -201,4 +200,4 @@ def test_tfjob_two_chiefs_and_mpijob_launcher():
             }
         },
     }
-    assert any("Launcher: required" in p for p in operator.admission_problems(mpi))
+    assert any("Launcher: required" in p for p in training_operator.admission_problems(mpi))

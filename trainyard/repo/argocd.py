@@ -6,7 +6,7 @@ repository uses, and refuses (with a message) the parts it does not emulate inst
 - The entry point is ``clusters/<cluster>/``, built with the real kustomize; that is what the
   one-time bootstrap applies and what the root Application syncs afterwards.
 - ``Application`` (argoproj.io/v1alpha1): ``spec.source.repoURL`` equal to this repository (see
-  :mod:`trainyard.repository`) is followed: ``spec.source.path`` is rendered as Argo CD's repo
+  :mod:`trainyard.repo.repository`) is followed: ``spec.source.path`` is rendered as Argo CD's repo
   server does: a folder with a kustomization is built with kustomize; a folder with Chart.yaml
   would be Helm (not emulated); any other folder is a directory of ``*.yaml``/``*.yml``/
   ``*.json`` manifests (``directory.recurse``, ``directory.include``/``exclude``). Resources
@@ -21,7 +21,7 @@ repository uses, and refuses (with a message) the parts it does not emulate inst
   directories whose name starts with '.' skipped) over this repository's working tree. The
   parameters are the generator's own: with ``goTemplate: true`` ``.path.path``,
   ``.path.basename``, ``.path.basenameNormalized``, ``.path.segments`` (under
-  ``pathParamPrefix`` when set), rendered with :mod:`trainyard.gotemplate`
+  ``pathParamPrefix`` when set), rendered with :mod:`trainyard.repo.gotemplate`
   (``goTemplateOptions: [missingkey=error]`` honoured); otherwise the fasttemplate keys
   ``{{path}}``, ``{{path.basename}}``, ``{{path.basenameNormalized}}``, ``{{path[n]}}``. The
   generated Application takes the template's metadata and the ApplicationSet's namespace.
@@ -41,11 +41,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainyard import gotemplate, kustomize
-from trainyard.errors import UserError
-from trainyard.problems import Problem, error, warning
-from trainyard.repository import CLUSTERS, Repository
-from trainyard.resources import CLUSTER_SCOPED, Resource, sync_wave
+from trainyard.contract.errors import UserError
+from trainyard.repo import gotemplate, kustomize
+from trainyard.repo.problems import Problem, error, warning
+from trainyard.repo.rendered import CLUSTER_SCOPED, Resource, sync_wave
+from trainyard.repo.repository import CLUSTERS, Repository
 
 ARGO_GROUP = "argoproj.io"
 

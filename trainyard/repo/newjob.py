@@ -13,13 +13,15 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainyard.errors import UserError
-from trainyard.repository import OVERLAYS, Repository
+from trainyard.contract.errors import UserError
+from trainyard.contract.k8s import is_dns1035_label
+from trainyard.contract.names import TRAINER_REPOSITORY, TRAINING_OPERATOR_JOB_LABEL
+from trainyard.repo.repository import OVERLAYS, Repository
+from trainyard.repo.training_operator import REPLICA_TYPE_LABEL
 
 KINDS = {"pytorch": "PyTorchJob", "mpi": "MPIJob", "tf": "TFJob"}
 BASES = {"pytorch": "pytorchjob", "mpi": "mpijob", "tf": "tfjob"}
-_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-TRAINER_IMAGE = "registry.example.com/ml/trainer"
+TRAINER_IMAGE = TRAINER_REPOSITORY
 DEFAULT_TRAINER_ARGS = ("--model", "tiny", "--data", "synthetic")
 
 
@@ -50,7 +52,7 @@ def check_request(repo: Repository, req: JobRequest) -> Path:
     repo.require_cluster(req.cluster)
     if req.kind not in KINDS:
         raise UserError(f"--kind {req.kind!r}: choose one of {', '.join(KINDS)}")
-    if not _DNS1035.match(req.name):
+    if not is_dns1035_label(req.name):
         raise UserError(
             f"job name {req.name!r}: use lower case letters, digits and '-', starting with a letter and ending with a "
             "letter or digit (a DNS-1035 label, as the Training Operator requires)"
@@ -220,8 +222,8 @@ def service(req: JobRequest) -> str:
         "  clusterIP: None\n"
         "  publishNotReadyAddresses: true\n"
         "  selector:\n"
-        f"    training.kubeflow.org/job-name: {req.name}\n"
-        "    training.kubeflow.org/replica-type: worker\n"
+        f"    {TRAINING_OPERATOR_JOB_LABEL}: {req.name}\n"
+        f"    {REPLICA_TYPE_LABEL}: worker\n"
         "  ports:\n"
         "    - name: rendezvous\n"
         "      port: 29500\n"

@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from trainyard.contract.names import TRANSPORTS
+
 Severity = Literal["error", "warning"]
 
 # Variables NCCL ignores, with why and what to use instead.
@@ -39,7 +41,10 @@ FOLKLORE: dict[str, str] = {
 PATH_LEVELS = ("LOC", "PIX", "PXB", "PHB", "SYS")
 LEVEL_VARIABLES = ("NCCL_NET_GDR_LEVEL", "NCCL_P2P_LEVEL")
 
-TRANSPORTS = ("IB", "Socket")
+# The interface NCCL's socket transport (and bootstrap) uses; the webhook enforces it to the fabric
+# attachment's interface. gloo has its own variable, which trainyard points at the same interface.
+SOCKET_IFNAME = "NCCL_SOCKET_IFNAME"
+GLOO_SOCKET_IFNAME = "GLOO_SOCKET_IFNAME"
 
 
 @dataclass(frozen=True, slots=True)

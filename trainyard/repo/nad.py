@@ -14,9 +14,11 @@ import ipaddress
 import json
 from typing import Any
 
+from trainyard.contract.names import NAD_RESOURCE_ANNOTATION
+
 GROUP = "k8s.cni.cncf.io"
 KIND = "NetworkAttachmentDefinition"
-RESOURCE_NAME_ANNOTATION = "k8s.v1.cni.cncf.io/resourceName"
+RESOURCE_NAME_ANNOTATION = NAD_RESOURCE_ANNOTATION
 KNOWN_TYPES = ("macvlan", "ipvlan", "ib-sriov", "sriov", "host-device", "bridge")
 MACVLAN_MODES = ("bridge", "private", "vepa", "passthru")
 

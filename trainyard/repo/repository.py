@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainyard.errors import UserError
+from trainyard.contract.errors import UserError
 
 REPO_ENV = Path("base/repo/repo.env")
 CLUSTERS = Path("clusters")

@@ -8,12 +8,13 @@ trainyard-fabric-params ConfigMap; the fabric networks are the NetworkAttachment
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from trainyard import nad
-from trainyard.resources import Resource
+from trainyard.contract.k8s import expand
+from trainyard.contract.names import INJECTION_NAMESPACE_LABEL
+from trainyard.repo import nad
+from trainyard.repo.rendered import Resource
 
 WEBHOOK_DEPLOYMENT = "trainyard-webhook"
 WEBHOOK_CONTAINER = "webhook"
@@ -23,9 +24,7 @@ POLICIES_CONFIGMAP = "trainyard-policies"
 MUTATING_WEBHOOK = "trainyard-fabric"
 VAP_NAME = "trainyard-fabric-required"
 TRAINING_NAMESPACE = "ml-training"
-INJECTION_LABEL = "trainyard.dev/injection"
-
-_VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+INJECTION_LABEL = INJECTION_NAMESPACE_LABEL
 
 
 @dataclass
@@ -46,11 +45,6 @@ class Facts:
         return data if isinstance(data, dict) else {}
 
 
-def expand_vars(value: str, env: dict[str, str]) -> str:
-    """Kubernetes' $(VAR) expansion in command/args: known variables replaced, $$ escapes."""
-    return _VAR.sub(lambda m: env.get(m.group(1), m.group(0)), value).replace("$$", "$")
-
-
 def webhook_profile(webhook: Resource) -> str | None:
     """The --profile the trainyard-webhook Deployment passes to ``trainyard serve``."""
     spec = ((webhook.doc.get("spec") or {}).get("template") or {}).get("spec") or {}
@@ -58,7 +52,7 @@ def webhook_profile(webhook: Resource) -> str | None:
         if not isinstance(c, dict) or c.get("name") != WEBHOOK_CONTAINER:
             continue
         env = {e["name"]: str(e.get("value", "")) for e in c.get("env") or [] if isinstance(e, dict) and "name" in e}
-        args = [expand_vars(str(a), env) for a in [*(c.get("command") or []), *(c.get("args") or [])]]
+        args = [expand(str(a), env) for a in [*(c.get("command") or []), *(c.get("args") or [])]]
         for i, a in enumerate(args):
             if a == "--profile" and i + 1 < len(args):
                 return args[i + 1] or None

@@ -41,15 +41,16 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
-from trainyard.errors import UserError
+from trainyard.contract.errors import CheckFailed
+from trainyard.contract.k8s import is_dns1035_label
+from trainyard.contract.names import TRAINING_OPERATOR_JOB_LABEL
 
 API_GROUP = "kubeflow.org"
 OPERATOR_VERSION = "v1.8.1"
-JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+JOB_NAME_LABEL = TRAINING_OPERATOR_JOB_LABEL
 OPERATOR_NAME_LABEL = "training.kubeflow.org/operator-name"
 REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
 REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
@@ -59,7 +60,6 @@ PYTORCH_INIT_IMAGE = "alpine:3.10"
 PYTORCH_INIT_MAX_TRIES = 100
 MPI_KUBECTL_DELIVERY_IMAGE = "kubeflow/kubectl-delivery:latest"
 
-_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")
 
 
@@ -130,10 +130,8 @@ ELASTIC_FIELDS = frozenset(
 )  # fmt: skip
 
 
-class JobError(UserError):
+class JobError(CheckFailed):
     """The job cannot be expanded into pods (the operator would not create them either)."""
-
-    exit_code = 1
 
 
 def is_job(doc: object) -> bool:
@@ -177,7 +175,7 @@ def admission_problems(doc: dict) -> list[str]:
     jk = job_kind(doc)
     problems: list[str] = []
     name = _name(doc)
-    if not _DNS1035.match(name) or len(name) > 63:
+    if not is_dns1035_label(name):
         problems.append(
             f"metadata.name: {name!r} must be a DNS-1035 label: at most 63 characters, lower case letters, "
             "digits and '-', starting with a letter and ending with a letter or digit"
@@ -201,43 +199,48 @@ def admission_problems(doc: dict) -> list[str]:
     if not isinstance(raw, dict) or not raw:
         return [*problems, f"{path}: required"]
     for rtype, rspec in raw.items():
-        rpath = f"{path}.{rtype}"
-        if rtype not in jk.replica_types:
-            problems.append(f"{rpath}: unsupported replica type; supported: {', '.join(jk.replica_types)}")
-        if not isinstance(rspec, dict):
-            problems.append(f"{rpath}: must be a replica spec")
-            continue
-        for key in rspec:
-            if key not in REPLICA_SPEC_FIELDS:
-                problems.append(f"{rpath}.{key}: not a field of ReplicaSpec (replicas, restartPolicy, template)")
-        replicas = rspec.get("replicas")
-        if replicas is not None and (not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0):
-            problems.append(f"{rpath}.replicas: must be a non-negative integer")
-        restart = rspec.get("restartPolicy")
-        if restart is not None and restart not in RESTART_POLICIES:
-            problems.append(f"{rpath}.restartPolicy: {restart!r} must be one of {', '.join(RESTART_POLICIES)}")
-        tspec = (rspec.get("template") or {}).get("spec") if isinstance(rspec.get("template"), dict) else None
-        containers = (tspec or {}).get("containers") if isinstance(tspec, dict) else None
-        cpath = f"{rpath}.template.spec.containers"
-        if not isinstance(containers, list) or not containers:
-            problems.append(f"{cpath}: must be specified")
-            continue
-        names = []
-        for i, c in enumerate(containers):
-            if not isinstance(c, dict):
-                continue
-            if not c.get("image"):
-                problems.append(f"{cpath}[{i}].image: required")
-            if not c.get("name"):
-                problems.append(f"{cpath}[{i}].name: required")
-            names.append(c.get("name"))
-        if jk.container and jk.container not in names:
-            problems.append(
-                f"{cpath}: must have a container named {jk.container!r} (found {', '.join(map(str, names))}); "
-                f"the Training Operator runs and configures the {jk.container!r} container"
-            )
+        problems.extend(_replica_problems(jk, f"{path}.{rtype}", rtype, rspec))
     problems.extend(_kind_rules(doc, jk, raw, path))
     problems.extend(_service_name_lengths(doc, jk, raw))
+    return problems
+
+
+def _replica_problems(jk: JobKind, rpath: str, rtype: str, rspec: object) -> list[str]:
+    """What the operator refuses in one replica spec: its type, fields, count, restart policy and
+    the containers of its template."""
+    problems: list[str] = []
+    if rtype not in jk.replica_types:
+        problems.append(f"{rpath}: unsupported replica type; supported: {', '.join(jk.replica_types)}")
+    if not isinstance(rspec, dict):
+        return [*problems, f"{rpath}: must be a replica spec"]
+    for key in rspec:
+        if key not in REPLICA_SPEC_FIELDS:
+            problems.append(f"{rpath}.{key}: not a field of ReplicaSpec (replicas, restartPolicy, template)")
+    replicas = rspec.get("replicas")
+    if replicas is not None and (not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0):
+        problems.append(f"{rpath}.replicas: must be a non-negative integer")
+    restart = rspec.get("restartPolicy")
+    if restart is not None and restart not in RESTART_POLICIES:
+        problems.append(f"{rpath}.restartPolicy: {restart!r} must be one of {', '.join(RESTART_POLICIES)}")
+    tspec = (rspec.get("template") or {}).get("spec") if isinstance(rspec.get("template"), dict) else None
+    containers = (tspec or {}).get("containers") if isinstance(tspec, dict) else None
+    cpath = f"{rpath}.template.spec.containers"
+    if not isinstance(containers, list) or not containers:
+        return [*problems, f"{cpath}: must be specified"]
+    names = []
+    for i, c in enumerate(containers):
+        if not isinstance(c, dict):
+            continue
+        if not c.get("image"):
+            problems.append(f"{cpath}[{i}].image: required")
+        if not c.get("name"):
+            problems.append(f"{cpath}[{i}].name: required")
+        names.append(c.get("name"))
+    if jk.container and jk.container not in names:
+        problems.append(
+            f"{cpath}: must have a container named {jk.container!r} (found {', '.join(map(str, names))}); "
+            f"the Training Operator runs and configures the {jk.container!r} container"
+        )
     return problems
 
 
@@ -534,12 +537,20 @@ def expand_job(job_doc: dict) -> list[dict]:
     return pods
 
 
+MPI_CONFIG_VOLUME = "mpi-job-config"
+
+
 def _expand_mpi(job: dict, jk: JobKind) -> list[dict]:
-    name = _name(job)
     specs = job["spec"][jk.replicas_field]
-    config_volume = "mpi-job-config"
-    pods: list[dict] = []
-    launcher = specs["Launcher"]
+    pods = [_mpi_launcher(job, jk, specs["Launcher"])]
+    worker = specs.get("Worker")
+    if isinstance(worker, dict):
+        pods += [_mpi_worker(job, jk, worker, index) for index in range(_int_replicas(worker))]
+    return pods
+
+
+def _mpi_launcher(job: dict, jk: JobKind, launcher: dict) -> dict:
+    name = _name(job)
     pod = _pod(job, jk, "Launcher", None, launcher.get("template") or {}, f"{name}-launcher")
     spec = pod["spec"]
     spec["serviceAccountName"] = f"{name}-launcher"
@@ -551,7 +562,7 @@ def _expand_mpi(job: dict, jk: JobKind) -> list[dict]:
             "env": [{"name": "TARGET_DIR", "value": "/opt/kube"}, {"name": "NAMESPACE", "value": _namespace(job)}],
             "volumeMounts": [
                 {"name": "mpi-job-kubectl", "mountPath": "/opt/kube"},
-                {"name": config_volume, "mountPath": "/etc/mpi"},
+                {"name": MPI_CONFIG_VOLUME, "mountPath": "/etc/mpi"},
             ],
             "resources": {
                 "limits": {"cpu": "100m", "memory": "512Mi", "ephemeral-storage": "5Gi"},
@@ -565,14 +576,14 @@ def _expand_mpi(job: dict, jk: JobKind) -> list[dict]:
         env += [("NVIDIA_VISIBLE_DEVICES", ""), ("NVIDIA_DRIVER_CAPABILITIES", "")]
     _env(first, env)
     first.setdefault("volumeMounts", []).extend(
-        [{"name": "mpi-job-kubectl", "mountPath": "/opt/kube"}, {"name": config_volume, "mountPath": "/etc/mpi"}]
+        [{"name": "mpi-job-kubectl", "mountPath": "/opt/kube"}, {"name": MPI_CONFIG_VOLUME, "mountPath": "/etc/mpi"}]
     )
     spec["restartPolicy"] = _restart(launcher)
     spec.setdefault("volumes", []).extend(
         [
             {"name": "mpi-job-kubectl", "emptyDir": {}},
             {
-                "name": config_volume,
+                "name": MPI_CONFIG_VOLUME,
                 "configMap": {
                     "name": f"{name}-config",
                     "items": [
@@ -584,29 +595,29 @@ def _expand_mpi(job: dict, jk: JobKind) -> list[dict]:
             },
         ]
     )
-    pods.append(pod)
-    worker = specs.get("Worker")
-    if isinstance(worker, dict):
-        for index in range(_int_replicas(worker)):
-            pod = _pod(job, jk, "Worker", index, worker.get("template") or {}, f"{name}-worker-{index}")
-            spec = pod["spec"]
-            first = spec["containers"][0]
-            if not first.get("command"):
-                first["command"] = ["sleep"]
-                first["args"] = ["365d"]
-            first.setdefault("volumeMounts", []).append({"name": config_volume, "mountPath": "/etc/mpi"})
-            spec.setdefault("volumes", []).append(
-                {
-                    "name": config_volume,
-                    "configMap": {
-                        "name": f"{name}-config",
-                        "items": [{"key": "kubexec.sh", "path": "kubexec.sh", "mode": 0o555}],
-                    },
-                }
-            )
-            spec["restartPolicy"] = _restart(worker)
-            pods.append(pod)
-    return pods
+    return pod
+
+
+def _mpi_worker(job: dict, jk: JobKind, worker: dict, index: int) -> dict:
+    name = _name(job)
+    pod = _pod(job, jk, "Worker", index, worker.get("template") or {}, f"{name}-worker-{index}")
+    spec = pod["spec"]
+    first = spec["containers"][0]
+    if not first.get("command"):
+        first["command"] = ["sleep"]
+        first["args"] = ["365d"]
+    first.setdefault("volumeMounts", []).append({"name": MPI_CONFIG_VOLUME, "mountPath": "/etc/mpi"})
+    spec.setdefault("volumes", []).append(
+        {
+            "name": MPI_CONFIG_VOLUME,
+            "configMap": {
+                "name": f"{name}-config",
+                "items": [{"key": "kubexec.sh", "path": "kubexec.sh", "mode": 0o555}],
+            },
+        }
+    )
+    spec["restartPolicy"] = _restart(worker)
+    return pod
 
 
 def _asks_for_gpu(rspec: dict) -> bool:

@@ -14,7 +14,7 @@ import jsonpatch
 import orjson
 import yaml
 
-from trainyard.errors import UserError
+from trainyard.contract.errors import UserError
 from webhook.engine import MutationError, admit
 from webhook.policy import PolicySet
 from webhook.review import KIND, review

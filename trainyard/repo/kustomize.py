@@ -18,9 +18,9 @@ from pathlib import Path
 
 import yaml
 
-from trainyard.errors import UserError
-from trainyard.repository import KUSTOMIZATION_FILES, Repository
-from trainyard.resources import ORIGIN_ANNOTATION, Resource
+from trainyard.contract.errors import UserError
+from trainyard.repo.rendered import ORIGIN_ANNOTATION, Resource
+from trainyard.repo.repository import KUSTOMIZATION_FILES, Repository
 
 try:  # the C loader is several times faster on large renders
     _Loader: type = yaml.CSafeLoader  # type: ignore[attr-defined]

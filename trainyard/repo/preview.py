@@ -3,7 +3,7 @@
 For each Training Operator job a folder renders: the pods the operator creates
 (:func:`expand_job`), each sent through the same engine the webhook server runs
 (``webhook.engine.admit``, patch applied with jsonpatch), then checked as kube-apiserver would:
-the cluster's ValidatingAdmissionPolicy (with CEL, :mod:`trainyard.vap`) and the Pod schema
+the cluster's ValidatingAdmissionPolicy (with CEL, :mod:`trainyard.repo.vap`) and the Pod schema
 (kubernetes-validate, strict). The policy must reject the pod before the webhook and admit it
 after; anything else is reported.
 """
@@ -18,12 +18,12 @@ from pathlib import Path
 import jsonpatch
 import yaml
 
-from trainyard import cluster_facts, kustomize, operator, schema, vap
-from trainyard.errors import UserError
-from trainyard.repository import OVERLAYS, POLICIES, Repository
-from trainyard.resources import Resource
+from trainyard.contract.errors import UserError
+from trainyard.repo import cluster_facts, kustomize, schema, training_operator, vap
+from trainyard.repo.rendered import Resource
+from trainyard.repo.repository import OVERLAYS, POLICIES, Repository
 
-expand_job = operator.expand_job  # the pods the Training Operator creates for a job
+expand_job = training_operator.expand_job  # the pods the Training Operator creates for a job
 
 
 @dataclass
@@ -150,7 +150,7 @@ def preview_path(repo: Repository, path: str | Path) -> list[JobPreview]:
         folder = (Path.cwd() / folder).resolve()
     cluster = cluster_of(repo, folder)
     resources = kustomize.build(repo, folder)
-    jobs = [r for r in resources if operator.is_job(r.doc)]
+    jobs = [r for r in resources if training_operator.is_job(r.doc)]
     if not jobs:
         raise UserError(f"{repo.rel(folder)}: renders no PyTorchJob, TFJob or MPIJob")
     ctx = load_context(repo, cluster)
@@ -158,7 +158,7 @@ def preview_path(repo: Repository, path: str | Path) -> list[JobPreview]:
     for job in jobs:
         try:
             out.append(preview_job(job, ctx))
-        except operator.JobError as exc:
+        except training_operator.JobError as exc:
             raise UserError(f"{job.where()}: {exc}") from None
     return out
 
@@ -264,8 +264,8 @@ def format_job(jp: JobPreview, *, diff: bool = False) -> str:
             f"{k}={env[k]}" for k in sorted(env) if k.startswith(("MASTER_", "PET_", "WORLD_SIZE", "RANK", "TF_CONFIG"))
         ]
         lines.append(
-            f"  from the operator: replica {role.get(operator.REPLICA_TYPE_LABEL)}"
-            f" {role.get(operator.REPLICA_INDEX_LABEL, '')}".rstrip()
+            f"  from the operator: replica {role.get(training_operator.REPLICA_TYPE_LABEL)}"
+            f" {role.get(training_operator.REPLICA_INDEX_LABEL, '')}".rstrip()
             + (f"; {' '.join(operator_env)}" if operator_env else "")
         )
         for item in injected(pod.before, pod.after):

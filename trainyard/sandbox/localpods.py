@@ -20,6 +20,8 @@ of their contracts that a training job relies on, and no more:
   (ReadWriteMany); other emptyDirs are per-pod directories. Mount paths other than /dev/shm are
   mapped by rewriting the mount path prefix in command, args and env values (no host path is
   created outside the work directory).
+- ``exec``: a command run inside a running container, in its network and mount namespaces and
+  with its env, as ``kubectl exec`` runs it.
 - restartPolicy OnFailure/Always: a container that exits non-zero is started again in the same
   pod (same namespace and addresses), up to ``max_restarts``.
 
@@ -46,11 +48,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainyard.errors import UserError
-from trainyard.processes import descendants
-from webhook.images import parse_image
+from trainyard.contract import networks
+from trainyard.contract.errors import UserError
+from trainyard.contract.images import parse_image
+from trainyard.contract.k8s import expand
+from trainyard.contract.names import NETWORKS_ANNOTATION, SHM_PATH
+from trainyard.contract.nccl import GLOO_SOCKET_IFNAME, SOCKET_IFNAME
+from trainyard.contract.quantity import parse_quantity
+from trainyard.repo import nad
+from trainyard.sandbox.processes import descendants
 
-NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 STATE_DIR = Path("/run/trainyard-localpods")
 CLUSTER_CIDR = ipaddress.ip_network("10.244.99.0/24")
 
@@ -61,6 +68,8 @@ def isolation_available() -> tuple[bool, str]:
         return False, "not running as root"
     if shutil.which("ip") is None:
         return False, "the 'ip' command (iproute2) is not installed"
+    if shutil.which("nsenter") is None:
+        return False, "the 'nsenter' command (util-linux) is not installed"
     probe = f"typrobe{os.getpid()}"
     r = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
     if r.returncode != 0:
@@ -91,8 +100,6 @@ class Network:
 
     @classmethod
     def from_nad(cls, doc: dict) -> Network:
-        from trainyard import nad
-
         meta = doc.get("metadata") or {}
         where = f"NetworkAttachmentDefinition {meta.get('namespace', '')}/{meta.get('name', '')}"
         try:
@@ -107,8 +114,6 @@ class Network:
 
 def _attachments(pod: dict, namespace: str) -> list[tuple[str, str, str]]:
     """(namespace, name, interface) of each attachment, interfaces named as Multus names them."""
-    from webhook import networks  # the same parser the webhook uses
-
     value = ((pod.get("metadata") or {}).get("annotations") or {}).get(NETWORKS_ANNOTATION)
     parsed = networks.parse(value)
     return [
@@ -118,19 +123,6 @@ def _attachments(pod: dict, namespace: str) -> list[tuple[str, str, str]]:
 
 
 # --- containers ----------------------------------------------------------------------------------
-
-_VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
-
-
-def expand(text: str, env: dict[str, str]) -> str:
-    """Kubernetes' $(VAR) expansion: known variables are replaced, unknown ones kept, $$ is $."""
-
-    def sub(m: re.Match) -> str:
-        if m.group(0) == "$$":
-            return "$"
-        return env.get(m.group(1), m.group(0))
-
-    return _VAR.sub(sub, text)
 
 
 @dataclass
@@ -275,8 +267,6 @@ class LocalCluster:
 
     def _volumes(self, pod: LocalPod, container: dict) -> tuple[dict[str, Path], int | None]:
         """Mount path -> host directory, and the /dev/shm tmpfs size when one is asked for."""
-        from webhook.quantity import parse_quantity
-
         volumes = {v["name"]: v for v in pod.spec["spec"].get("volumes") or []}
         paths: dict[str, Path] = {}
         shm = None
@@ -286,7 +276,7 @@ class LocalCluster:
                 raise UserError(f"pod {pod.name}: volumeMount {mount['name']} names no volume")
             path = mount["mountPath"].rstrip("/") or "/"
             empty_dir = volume.get("emptyDir")
-            if path == "/dev/shm" and isinstance(empty_dir, dict) and empty_dir.get("medium") == "Memory":
+            if path == SHM_PATH and isinstance(empty_dir, dict) and empty_dir.get("medium") == "Memory":
                 shm = int(parse_quantity(empty_dir.get("sizeLimit") or "64Mi"))
                 continue
             if "persistentVolumeClaim" in volume:
@@ -317,16 +307,12 @@ class LocalCluster:
         for container in pod.spec["spec"]["containers"]:
             self._start_container(pod, container)
 
-    def _start_container(self, pod: LocalPod, container: dict) -> None:
-        name = container["name"]
+    def _process(self, pod: LocalPod, container: dict, argv: list[str]) -> tuple[list[str], dict[str, str]]:
+        """``argv`` and the environment as the container sees them: ``$(VAR)`` expanded from the
+        container's env, mount paths mapped to their host directories."""
         env = self._env(pod, container)
-        ref = parse_image(container.get("image", ""))
-        repository = ref.repository if ref else container.get("image", "")
-        command = container.get("command") or self.entrypoints.get(repository)
-        if not command:
-            raise UserError(f"pod {pod.name}: container {name}: no command and no local entrypoint for {repository!r}")
-        argv = [expand(a, env) for a in [*command, *(container.get("args") or [])]]
-        mounts, shm = self._volumes(pod, container)
+        argv = [expand(a, env) for a in argv]
+        mounts, _ = self._volumes(pod, container)
 
         def remap(text: str) -> str:
             for path, host in sorted(mounts.items(), key=lambda kv: -len(kv[0])):
@@ -339,9 +325,20 @@ class LocalCluster:
         if not self.isolated:
             # one machine, one loopback: the pods' names and fabric interface are 127.0.0.1 and lo
             full_env.update({k: "127.0.0.1" for k, v in env.items() if v in self.pods})
-            for key in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"):
+            for key in (SOCKET_IFNAME, GLOO_SOCKET_IFNAME):
                 if key in full_env:
                     full_env[key] = "lo"
+        return argv, full_env
+
+    def _start_container(self, pod: LocalPod, container: dict) -> None:
+        name = container["name"]
+        ref = parse_image(container.get("image", ""))
+        repository = ref.repository if ref else container.get("image", "")
+        command = container.get("command") or self.entrypoints.get(repository)
+        if not command:
+            raise UserError(f"pod {pod.name}: container {name}: no command and no local entrypoint for {repository!r}")
+        argv, full_env = self._process(pod, container, [*command, *(container.get("args") or [])])
+        _, shm = self._volumes(pod, container)
         log = self.workdir / "logs" / f"{pod.name}.{name}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         pod.logs[name] = log
@@ -355,6 +352,18 @@ class LocalCluster:
                 argv, env=full_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
             )
         pod.restarts.setdefault(name, 0)
+
+    def exec(self, pod: LocalPod, container: str, argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
+        """Run ``argv`` inside a running container, as ``kubectl exec`` does: in the network and mount
+        namespaces of its process (so it sees the pod's interfaces and its /dev/shm), with its env."""
+        spec = next((c for c in pod.spec["spec"]["containers"] if c["name"] == container), None)
+        proc = pod.processes.get(container)
+        if spec is None or proc is None or proc.poll() is not None:
+            raise UserError(f"pod {pod.name}: container {container} is not running")
+        argv, env = self._process(pod, spec, argv)
+        if self.isolated:
+            argv = ["nsenter", "--target", str(proc.pid), "--mount", "--net", "--", *argv]
+        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout)
 
     def poll(self) -> list[str]:
         """Restart failed containers as restartPolicy OnFailure does; return what happened."""

@@ -1,0 +1,182 @@
+"""The floors point one way: an import may only point down (or sideways within its own package).
+
+floor 0  trainyard.contract          standard library only
+floor 1  webhook, trainer            the contract; never each other; only their own extra's packages
+floor 2  trainyard.repo              floors 0-1
+floor 3  trainyard.sandbox           floors 0-2
+top      trainyard.cli               everything
+
+Every import in every module is read from the source (AST), the imports inside functions too, so
+a lazy import cannot hide an inverted floor. The images copy only the floors they run: the import
+closure of each image's packages must lie within what its Dockerfile copies.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("trainyard", "webhook", "trainer")
+TOP = 4
+
+# The third-party packages each floor-1 package may import: what its extra installs (pyproject.toml).
+THIRD_PARTY = {
+    "webhook": {"fastapi", "starlette", "uvicorn", "orjson", "pydantic", "yaml", "jsonpatch", "prometheus_client",
+                "cryptography"},
+    "trainer": {"torch", "numpy"},
+}  # fmt: skip
+
+
+def floor_of(module: str) -> int | None:
+    """The floor of a first-party module, None for anything else."""
+    if module == "trainyard" or module.startswith("trainyard.contract"):
+        return 0
+    if module.split(".")[0] in ("webhook", "trainer"):
+        return 1
+    if module.startswith("trainyard.repo"):
+        return 2
+    if module.startswith("trainyard.sandbox"):
+        return 3
+    if module.startswith("trainyard."):
+        return TOP
+    return None
+
+
+@dataclass(frozen=True)
+class Import:
+    module: str  # the importing module
+    target: str  # the module it imports (for ``from m import a, b``: m)
+    line: int
+    names: tuple[str, ...] = ()  # ``from m import a, b``: a and b (modules or attributes)
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(source: str, module: str) -> list[Import]:
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            out += [Import(module, alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: resolve against the importing package
+                base = module.split(".")[: -node.level] if not module.endswith("__init__") else module.split(".")
+                target = ".".join([*base, node.module] if node.module else base)
+            else:
+                target = node.module or ""
+            out.append(Import(module, target, node.lineno, tuple(alias.name for alias in node.names)))
+    return out
+
+
+def violations(imports: list[Import]) -> list[str]:
+    """Every import that points up a floor, across floor 1, or out of what a floor may use."""
+    found = []
+    stdlib = sys.stdlib_module_names
+    for imp in imports:
+        mine, theirs = floor_of(imp.module), floor_of(imp.target)
+        top = imp.target.split(".")[0]
+        where = f"{imp.module}:{imp.line} imports {imp.target}"
+        if theirs is None:
+            if top in stdlib or top == "__future__":
+                continue
+            if mine == 0:
+                found.append(f"{where}: floor 0 uses the standard library only")
+            elif mine == 1 and top not in THIRD_PARTY[imp.module.split(".")[0]]:
+                found.append(f"{where}: not a package of the {imp.module.split('.')[0]} extra")
+            continue
+        if mine is None:
+            continue
+        if theirs > mine:
+            found.append(f"{where}: floor {mine} may not import {theirs}")
+        elif mine == theirs == 1 and imp.module.split(".")[0] != top:
+            found.append(f"{where}: the webhook and the trainer never import each other")
+    return found
+
+
+def all_imports() -> list[Import]:
+    out = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            out += imports_of(path.read_text(encoding="utf-8"), module_name(path))
+    return out
+
+
+def test_every_import_points_down():
+    assert violations(all_imports()) == []
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "message"),
+    [
+        ("webhook.engine", "from trainyard.repo import validate", "floor 1 may not import 2"),
+        ("trainyard.repo.preview", "def f():\n    from trainyard.sandbox import demo", "floor 2 may not import 3"),
+        ("trainyard.contract.names", "import yaml", "floor 0 uses the standard library only"),
+        ("trainyard.contract.k8s", "from trainyard.repo.rendered import Resource", "floor 0 may not import 2"),
+        ("trainer.loop", "from webhook.engine import admit", "never import each other"),
+        ("webhook.app", "import httpx", "not a package of the webhook extra"),
+        ("trainer.launch", "import yaml", "not a package of the trainer extra"),
+    ],
+)
+def test_an_inverted_import_is_found(module, source, message):
+    found = violations(imports_of(source, module))
+    assert len(found) == 1 and message in found[0], found
+
+
+def copied_paths(dockerfile: Path) -> set[str]:
+    """What a Dockerfile's COPY lines take from the repository (the build context)."""
+    paths = set()
+    for line in dockerfile.read_text().splitlines():
+        m = re.match(r"^COPY\s+(?!--from)(.+)$", line.strip())
+        if m:
+            *sources, _dest = m.group(1).split()
+            paths |= {s.rstrip("/") for s in sources}
+    return paths
+
+
+def closure(start: set[str], index: dict[str, list[Import]]) -> set[str]:
+    """First-party modules reachable from ``start`` by imports."""
+    seen, todo = set(), list(start)
+    while todo:
+        module = todo.pop()
+        if module in seen or module not in index:
+            continue
+        seen.add(module)
+        for imp in index[module]:
+            todo += [imp.target, *(f"{imp.target}.{name}" for name in imp.names)]
+            # importing a.b.c runs a/__init__ and a/b/__init__ first
+            parts = imp.target.split(".")
+            todo += [".".join(parts[:i]) for i in range(1, len(parts))]
+    return seen
+
+
+@pytest.mark.parametrize(("image", "package"), [("webhook/Dockerfile", "webhook"), ("trainer/Dockerfile", "trainer")])
+def test_each_image_copies_only_the_floors_it_runs(image, package):
+    copied = copied_paths(ROOT / image)
+    index: dict[str, list[Import]] = {}
+    for pkg in PACKAGES:
+        for path in (ROOT / pkg).rglob("*.py"):
+            index[module_name(path)] = imports_of(path.read_text(encoding="utf-8"), module_name(path))
+    entry = {m for m in index if m.split(".")[0] == package} | {"trainyard.cli"}
+    needed = {m for m in closure(entry, index) if floor_of(m) is not None}
+
+    def is_copied(module: str) -> bool:
+        rel = module.replace(".", "/")
+        return any(rel == c.removesuffix(".py") or rel.startswith(c + "/") or f"{rel}/__init__" == c.removesuffix(".py")
+                   for c in copied)  # fmt: skip
+
+    missing = sorted(m for m in needed if not is_copied(m))
+    assert missing == [], f"{image} does not copy modules the image imports: {missing}"
+    other = "trainer" if package == "webhook" else "webhook"
+    higher = ("trainyard/repo", "trainyard/sandbox", other)
+    extra = sorted(c for c in copied if c.startswith(higher) or c == "trainyard")
+    assert extra == [], f"{image} copies floors it does not run: {extra}"

@@ -1,0 +1,68 @@
+"""The errors a user can meet, their exit statuses, and the one place that turns them into both.
+
+Every command of every floor raises one of these for something the user can fix; :func:`run`
+prints it as one ``error: ...`` line (no traceback) and returns its exit status. The statuses are
+part of the CLI contract (README):
+
+- 0: done;
+- 1: a check found a problem (validation failed, a pod denied, a preflight check failed);
+- 2: bad input or usage (a file, a flag, a missing tool);
+- 3: NCCL does not use the transport the fabric promises;
+- 130: interrupted (Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+EXIT_OK = 0
+EXIT_CHECK_FAILED = 1
+EXIT_USAGE = 2
+EXIT_TRANSPORT = 3
+EXIT_INTERRUPTED = 130
+
+
+class UserError(Exception):
+    """Something the user can fix: bad input, a missing tool, a failed check.
+
+    The message says what was wrong, where, and what to do; the CLI prints it without a
+    traceback and exits with ``exit_code``.
+    """
+
+    exit_code = EXIT_USAGE
+
+
+class CheckFailed(UserError):
+    """A check ran and found a problem (validation, admission, preflight): exit 1."""
+
+    exit_code = EXIT_CHECK_FAILED
+
+
+class TransportMismatch(UserError):
+    """NCCL does not use the transport the fabric promises: exit 3."""
+
+    exit_code = EXIT_TRANSPORT
+
+
+def run(call: Callable[[], int | None], missing_hint: str | None = None) -> int:
+    """Run a command; map what it raises to a one-line message on stderr and an exit status.
+
+    ``missing_hint``: what to say when a Python package the command needs is not installed
+    (the single CLI leaves out the extras an image does not carry).
+    """
+    try:
+        return int(call() or EXIT_OK)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except ModuleNotFoundError as exc:
+        if missing_hint is None:
+            raise
+        print(f"error: needs the Python package {exc.name!r}, which is not installed; {missing_hint}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # the reader went away (| head): not an error
+        return EXIT_OK

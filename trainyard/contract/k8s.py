@@ -1,0 +1,69 @@
+"""Kubernetes rules trainyard applies in more than one place: name patterns and ``$(VAR)`` expansion.
+
+Patterns follow k8s.io/apimachinery/pkg/util/validation/validation.go (IsDNS1123Label,
+IsDNS1123Subdomain, IsDNS1035Label, IsCIdentifier-like env names); expansion follows
+kubernetes/kubernetes third_party/forked/golang/expansion/expand.go (Expand, tryReadVariableName).
+"""
+
+from __future__ import annotations
+
+import re
+
+DNS1123_LABEL_MAX = 63
+DNS1123_SUBDOMAIN_MAX = 253
+DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+# validation.go IsEnvVarName: "[-._a-zA-Z][-._a-zA-Z0-9]*"
+ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
+
+
+def is_dns1123_label(value: object) -> bool:
+    return isinstance(value, str) and len(value) <= DNS1123_LABEL_MAX and DNS1123_LABEL.fullmatch(value) is not None
+
+
+def is_dns1123_subdomain(value: object) -> bool:
+    return (
+        isinstance(value, str)
+        and len(value) <= DNS1123_SUBDOMAIN_MAX
+        and DNS1123_SUBDOMAIN.fullmatch(value) is not None
+    )
+
+
+def is_dns1035_label(value: object) -> bool:
+    return isinstance(value, str) and len(value) <= DNS1123_LABEL_MAX and DNS1035_LABEL.fullmatch(value) is not None
+
+
+def expand(text: str, env: dict[str, str]) -> str:
+    """Kubernetes' ``$(VAR)`` expansion of command, args and env values, in one left-to-right pass.
+
+    As expansion.go does: ``$(NAME)`` becomes NAME's value when NAME is defined, and stays as
+    written otherwise; ``$$`` is an escaped ``$`` (so ``$$(VAR)`` yields the literal ``$(VAR)``);
+    a ``$`` before anything else, or last, is kept; an unclosed ``$(`` is kept and scanning goes on
+    after it (so a later ``$$`` is still an escape).
+    """
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        start = text.find("$", i)
+        if start < 0 or start == n - 1:
+            out.append(text[i:])
+            break
+        out.append(text[i:start])
+        nxt = text[start + 1]
+        if nxt == "$":
+            out.append("$")
+            i = start + 2
+        elif nxt == "(":
+            end = text.find(")", start + 2)
+            if end < 0:  # an unclosed reference: "$(" is kept and the scan goes on after it
+                out.append("$(")
+                i = start + 2
+                continue
+            name = text[start + 2 : end]
+            out.append(env[name] if name in env else text[start : end + 1])
+            i = end + 1
+        else:
+            out.append("$")
+            i = start + 1
+    return "".join(out)

@@ -1,0 +1,41 @@
+"""Every name trainyard reads or writes on a pod, defined once.
+
+The webhook writes these names, the trainer reads them in the pod, and the repository tooling and
+the sandbox check or emulate them; all of them import them from here.
+"""
+
+from __future__ import annotations
+
+# --- env the webhook sets on every trainer container, for the trainer's start-up checks -------
+ENV_FABRIC = "TRAINYARD_FABRIC"  # the fabric profile's name
+ENV_EXPECT_TRANSPORT = "TRAINYARD_EXPECT_TRANSPORT"  # what NCCL must end up using: one of TRANSPORTS
+ENV_SHM_BYTES = "TRAINYARD_SHM_BYTES"  # the size of the memory-backed /dev/shm the pod was given
+# Set by the engine from the profile; a profile may not set them itself.
+ENGINE_ENV = (ENV_FABRIC, ENV_EXPECT_TRANSPORT, ENV_SHM_BYTES)
+# Read by preflight only: where the shm check looks (/dev/shm unless set).
+ENV_SHM_PATH = "TRAINYARD_SHM_PATH"
+
+# What NCCL can end up using: RDMA verbs (InfiniBand or RoCE) or TCP sockets.
+TRANSPORTS = ("IB", "Socket")
+
+# --- pod labels and annotations trainyard reads -----------------------------------------------
+OPT_OUT_ANNOTATION = "trainyard.dev/inject"  # "false": leave the pod alone
+FABRIC_LABEL = "trainyard.dev/fabric"  # the fabric profile a pod asks for
+INJECTION_NAMESPACE_LABEL = "trainyard.dev/injection"  # "enabled" on namespaces the webhook serves
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"  # static (mirror) pods: never mutated
+
+# Multus: the attachments a pod asks for (k8snetworkplumbingwg/multus-cni, pkg/k8sclient).
+NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
+# the device-plugin resource a NetworkAttachmentDefinition asks its pods for
+NAD_RESOURCE_ANNOTATION = "k8s.v1.cni.cncf.io/resourceName"
+
+# Kubeflow Training Operator v1: the label it puts on every pod of a job, on which the engine keys
+# the job's co-location and spread (kubeflow/training-operator, pkg/controller.v1/common).
+TRAINING_OPERATOR_JOB_LABEL = "training.kubeflow.org/job-name"
+
+# --- what the webhook adds to a pod ------------------------------------------------------------
+SHM_PATH = "/dev/shm"
+SHM_VOLUME = "trainyard-shm"  # the memory-backed emptyDir mounted at SHM_PATH
+
+# The shared trainer image's repository (policies/*.yaml list it in trainerImages).
+TRAINER_REPOSITORY = "registry.example.com/ml/trainer"

@@ -1,0 +1,143 @@
+"""``trainyard validate``: everything a pull request must get right, checked offline.
+
+Per cluster, on what the emulated Argo CD renders (:mod:`trainyard.repo.argocd`):
+
+- every folder renders with kustomize; built-in kinds pass kubernetes-validate (strict, 1.30);
+  cluster-scoped objects carry no namespace; namespaced objects land in a namespace that exists
+  by then;
+- Kubeflow jobs: every replica's pod template passes as a PodTemplateSpec, the Training
+  Operator's own admission rules hold (:func:`trainyard.repo.training_operator.admission_problems`), no
+  ``runPolicy.ttlSecondsAfterFinished`` (it fights Argo CD, see base/apps/jobs.yaml), job names
+  and the operator's pod names unique in the cluster;
+- the webhook's default profile exists in policies/, its network exists as a
+  NetworkAttachmentDefinition in the training namespace, and the admission policy's parameters
+  and the webhook's image match agree with policies/; NAD configs are sane;
+- Argo CD: every Application has an explicit sync wave; upstream sources are pinned (a tag or a
+  commit, never HEAD or a branch); projects allow what their Applications deploy; an API group
+  installed by a CRD provider is used only in a later wave;
+- no image without a tag or with ``latest``; the NCCL lint on every env of every container;
+- the cluster's declared facts (clusters/<cluster>/cluster.yaml: Kubernetes version, admission
+  mode, node pools, topology labels) are complete and consistent;
+- for every job: the pods the operator would create are rejected by the ValidatingAdmissionPolicy
+  as created, and admitted (policy and Pod schema) once the webhook engine has mutated them.
+
+Each problem names the file (and the folder built), the object and what to do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trainyard.contract.errors import CheckFailed
+from trainyard.repo import argocd, cluster_facts, declared, preview
+from trainyard.repo.problems import Problem, error, warning
+from trainyard.repo.rendered import Resource
+from trainyard.repo.repository import POLICIES, Repository
+from webhook.policy import PolicySet, load_policies
+
+__all__ = ["ClusterCheck", "Report", "ValidationFailed", "summary", "validate", "write_previews"]
+
+
+class ValidationFailed(CheckFailed):
+    """validate (or preview) found errors: exit 1."""
+
+
+@dataclass
+class Report:
+    problems: list[Problem] = field(default_factory=list)
+    renders: dict[str, argocd.ClusterRender] = field(default_factory=dict)
+    previews: dict[str, list[preview.JobPreview]] = field(default_factory=dict)
+
+    def errors(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == "error"]
+
+    def warnings(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == "warning"]
+
+
+@dataclass
+class ClusterCheck:
+    """What every check of one cluster reads (the render, the policies, the cluster's facts) and
+    where it reports (problems, the job previews it made)."""
+
+    repo: Repository
+    render: argocd.ClusterRender
+    policies: PolicySet
+    problems: list[Problem] = field(default_factory=list)
+    previews: list[preview.JobPreview] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.cluster = self.render.cluster
+        self.problems = [Problem(p.severity, p.where, p.message, p.obj, self.cluster) for p in self.render.problems]
+        self.resources: list[Resource] = self.render.resources()
+        self.facts = cluster_facts.collect(self.resources)
+        self.declared: declared.ClusterFacts | None = None
+        try:
+            self.declared = declared.load(self.repo, self.cluster)
+        except declared.DeclarationError as exc:
+            for line in str(exc).splitlines():
+                where, _, message = line.partition(": ")
+                self.err(where, message)
+
+    def err(self, where: str, message: str, obj: str | None = None) -> None:
+        self.problems.append(error(where, message, obj, self.cluster))
+
+    def warn(self, where: str, message: str, obj: str | None = None) -> None:
+        self.problems.append(warning(where, message, obj, self.cluster))
+
+
+def validate(repo: Repository, clusters: list[str] | None = None) -> Report:
+    from trainyard.repo.validate import argo, fabric, jobs, objects
+
+    report = Report()
+    policies = load_policies(repo.root / POLICIES)
+    for cluster in clusters or repo.clusters():
+        render = argocd.render_cluster(repo, cluster)
+        report.renders[cluster] = render
+        ctx = ClusterCheck(repo, render, policies)
+        for r in ctx.resources:
+            objects.check_resource(ctx, r)
+        argo.check_applications(ctx)
+        argo.check_waves_and_namespaces(ctx)
+        fabric.check_fabric(ctx)
+        jobs.check_jobs(ctx)
+        for problem in ctx.problems:
+            if problem not in report.problems:
+                report.problems.append(problem)
+        report.previews[cluster] = ctx.previews
+    return report
+
+
+# ---------------------------------------------------------------------------------------------
+# Output
+
+
+def write_previews(report: Report, directory: Path) -> list[Path]:
+    """One text file per job (what each pod gets, with a diff) and the admitted pods as YAML."""
+    written = []
+    for cluster, jobs in report.previews.items():
+        folder = directory / cluster
+        folder.mkdir(parents=True, exist_ok=True)
+        for jp in jobs:
+            base = folder / f"{jp.job.name}"
+            text = preview.format_job(jp, diff=True)
+            base.with_suffix(".txt").write_text(text, encoding="utf-8")
+            base.with_suffix(".pods.yaml").write_text(preview.pods_yaml(jp), encoding="utf-8")
+            written += [base.with_suffix(".txt"), base.with_suffix(".pods.yaml")]
+    return written
+
+
+def summary(report: Report) -> str:
+    lines = []
+    for cluster, render in report.renders.items():
+        n_apps = len(render.apps)
+        n_res = len(render.resources())
+        jobs = len(report.previews.get(cluster, []))
+        upstream = sum(1 for a in render.apps if a.upstream)
+        errs = sum(1 for p in report.errors() if p.cluster == cluster)
+        lines.append(
+            f"{cluster}: {n_apps} Applications ({upstream} upstream), {n_res} objects, {jobs} job(s) previewed, "
+            f"{errs} error(s)"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,138 @@
+"""Argo CD checks: explicit sync waves, pinned upstream sources, projects that allow what their
+Applications deploy, CRD providers and namespaces ordered before their users."""
+
+from __future__ import annotations
+
+import re
+
+from trainyard.repo import argocd, schema
+from trainyard.repo.rendered import CLUSTER_SCOPED, Resource
+from trainyard.repo.repository import normalize_url
+from trainyard.repo.validate import ClusterCheck
+
+ARGO_GROUP = "argoproj.io"
+PROVIDES_ANNOTATION = "trainyard.dev/provides"
+# Namespaces that exist before anything here is synced.
+PREEXISTING_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease", "argocd"})
+_PINNED = re.compile(r"^(v?\d+(\.\d+){1,2}([-+.][0-9A-Za-z.-]+)?|[0-9a-f]{40})$")
+
+
+def check_applications(ctx: ClusterCheck) -> None:
+    projects = {r.name: r for r in ctx.resources if r.group == ARGO_GROUP and r.kind == "AppProject"}
+    names: dict[str, argocd.AppRender] = {}
+    for ar in ctx.render.apps:
+        app = ar.app
+        where, obj = app.where(), app.resource.describe()
+        if app.name in names:
+            ctx.err(where, f"Application name {app.name!r} is used twice (also {names[app.name].app.where()})", obj)
+        names[app.name] = ar
+        if not app.has_wave:
+            ctx.err(where, "no argocd.argoproj.io/sync-wave annotation: give every Application an explicit wave", obj)
+        for up in ar.upstream:
+            if not _PINNED.match(up.revision):
+                ctx.err(
+                    where,
+                    f"upstream source {up.repo_url} is not pinned (targetRevision {up.revision!r}): "
+                    "use a release tag or a commit SHA",
+                    obj,
+                )
+        project = projects.get(app.project)
+        if project is None:
+            if app.project != "default":
+                ctx.err(where, f"spec.project {app.project!r} is not an AppProject of this cluster", obj)
+            continue
+        check_project(ctx, ar, project)
+
+
+def check_project(ctx: ClusterCheck, ar: argocd.AppRender, project: Resource) -> None:
+    app, spec = ar.app, project.doc.get("spec") or {}
+    where, obj = app.where(), app.resource.describe()
+    repos = [str(s) for s in spec.get("sourceRepos") or []]
+    urls = [u.repo_url for u in ar.upstream] or [str(app.source.get("repoURL", ""))]
+    for url in urls:
+        if "*" not in repos and not any(_same_repo(url, s) for s in repos):
+            ctx.err(where, f"project {project.name} does not allow the source {url} (spec.sourceRepos)", obj)
+    dest_ns = app.destination.get("namespace")
+    allowed = [d.get("namespace") for d in spec.get("destinations") or [] if isinstance(d, dict)]
+    if dest_ns and not any(a in ("*", dest_ns) for a in allowed):
+        ctx.err(where, f"project {project.name} does not allow destination namespace {dest_ns!r}", obj)
+    cluster_list = spec.get("clusterResourceWhitelist")
+    ns_list = spec.get("namespaceResourceWhitelist")
+    for r in ar.resources:
+        scoped = (r.group, r.kind) in CLUSTER_SCOPED
+        rules = cluster_list if scoped else ns_list
+        if rules is None and not scoped:
+            continue  # no namespaced whitelist: everything namespaced is allowed
+        if not any(_gk_match(rule, r) for rule in rules or []):
+            ctx.err(
+                r.where(),
+                f"project {project.name} of Application {app.name} does not allow {r.group or 'core'}/{r.kind} "
+                f"({'cluster' if scoped else 'namespace'}ResourceWhitelist); Argo CD would refuse to sync it",
+                r.describe(),
+            )
+        if r.namespace and not any(a in ("*", r.namespace) for a in allowed):
+            ctx.err(r.where(), f"project {project.name} does not allow namespace {r.namespace!r}", r.describe())
+
+
+def check_waves_and_namespaces(ctx: ClusterCheck) -> None:
+    providers: dict[str, int] = {ARGO_GROUP: -(10**6)}  # Argo CD itself provides argoproj.io
+    for ar in ctx.render.apps:
+        groups = ar.app.resource.annotations.get(PROVIDES_ANNOTATION, "")
+        for g in (x.strip() for x in groups.split(",")):
+            if g:
+                providers[g] = min(providers.get(g, 10**6), ar.app.wave)
+        for r in ar.resources:
+            if r.kind == "CustomResourceDefinition":
+                g = str((r.doc.get("spec") or {}).get("group", ""))
+                providers[g] = min(providers.get(g, 10**6), ar.app.wave)
+    namespaces: dict[str, int] = {}
+    for ar in ctx.render.apps:
+        for r in ar.resources:
+            if r.kind == "Namespace" and r.group == "":
+                namespaces[r.name] = min(namespaces.get(r.name, 10**6), ar.app.wave)
+        if "CreateNamespace=true" in (ar.app.spec.get("syncPolicy") or {}).get("syncOptions", []):
+            ns = ar.app.destination.get("namespace")
+            if ns:
+                namespaces[ns] = min(namespaces.get(ns, 10**6), ar.app.wave)
+    for ar in ctx.render.apps:
+        wave = ar.app.wave
+        for r in ar.resources:
+            if r.group and not schema.has_schema(r.kind, r.api_version):
+                provider = providers.get(r.group)
+                if provider is None:
+                    ctx.err(
+                        r.where(),
+                        f"no Application of this cluster installs the CRDs of API group {r.group!r}; add the "
+                        f"provider (annotated {PROVIDES_ANNOTATION}) in an earlier sync wave",
+                        r.describe(),
+                    )
+                elif provider >= wave:
+                    ctx.err(
+                        r.where(),
+                        f"API group {r.group!r} is installed in sync wave {provider} but used by Application "
+                        f"{ar.name} in wave {wave}: the CRD provider must come in an earlier wave",
+                        r.describe(),
+                    )
+            ns = r.namespace
+            if ns and ns not in PREEXISTING_NAMESPACES:
+                created = namespaces.get(ns)
+                if created is None:
+                    ctx.err(r.where(), f"namespace {ns!r} is created by no Application of this cluster", r.describe())
+                elif created > wave:
+                    ctx.err(
+                        r.where(),
+                        f"namespace {ns!r} is created in sync wave {created}, after Application {ar.name} "
+                        f"(wave {wave}) that uses it",
+                        r.describe(),
+                    )
+
+
+def _same_repo(a: str, b: str) -> bool:
+    return normalize_url(a) == normalize_url(b)
+
+
+def _gk_match(rule: object, r: Resource) -> bool:
+    if not isinstance(rule, dict):
+        return False
+    g, k = str(rule.get("group", "")), str(rule.get("kind", ""))
+    return g in ("*", r.group) and k in ("*", r.kind)

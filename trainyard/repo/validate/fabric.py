@@ -1,0 +1,123 @@
+"""Fabric checks: the webhook's default profile, its network, the admission policy's parameters
+and the webhook's match agree with policies/ and with the cluster's NetworkAttachmentDefinitions."""
+
+from __future__ import annotations
+
+from trainyard.repo import cluster_facts, nad, vap
+from trainyard.repo.repository import POLICIES
+from trainyard.repo.validate import ClusterCheck
+from webhook.policy import CompiledProfile
+
+
+def check_fabric(ctx: ClusterCheck) -> None:
+    f = ctx.facts
+    if f.webhook is None:
+        ctx.err(f"clusters/{ctx.cluster}", "renders no trainyard-webhook Deployment (base/webhook)")
+        return
+    where_params = f.params.where() if f.params else f.webhook.where()
+    if not f.profile:
+        ctx.err(
+            f.webhook.where(),
+            "the webhook has no --profile (set defaultFabric in trainyard-fabric-params)",
+            f.webhook.describe(),
+        )
+        return
+    if ctx.policies.get(f.profile) is None:
+        ctx.err(
+            where_params,
+            f"unknown fabric profile {f.profile!r} (defaultFabric / the webhook's --profile); "
+            f"known profiles: {', '.join(ctx.policies.names)} ({POLICIES}/)",
+            f.params.describe() if f.params else None,
+        )
+        return
+    offered = check_params(ctx, where_params)
+    images = sorted({img for name in offered if (p := ctx.policies.get(name)) for img in p.spec.trainer_images})
+    listed = sorted(v for k, v in f.params_data.items() if k.startswith("trainerImage."))
+    if images and listed != images:
+        ctx.err(where_params, f"trainerImage.* entries {listed} differ from the profiles' trainerImages {images}")
+    check_webhook_match(ctx, images)
+    if f.policy is None or f.binding is None:
+        ctx.err(f.webhook.where(), "renders no trainyard-fabric-required ValidatingAdmissionPolicy and binding")
+    else:
+        for problem in vap.compile_policy(f.policy.doc):
+            ctx.err(f.policy.where(), problem, f.policy.describe())
+    ns = f.namespaces.get(cluster_facts.TRAINING_NAMESPACE)
+    if ns is None or ns.labels.get(cluster_facts.INJECTION_LABEL) != "enabled":
+        ctx.err(
+            ns.where() if ns else f"clusters/{ctx.cluster}",
+            f"namespace {cluster_facts.TRAINING_NAMESPACE} must exist with label "
+            f"{cluster_facts.INJECTION_LABEL}=enabled "
+            "(the webhook and the admission policy select namespaces by it)",
+        )
+
+
+def check_params(ctx: ClusterCheck, where_params: str) -> dict[str, str]:
+    """The admission policy's parameters agree with the webhook and policies/; returns the fabrics
+    the cluster offers (profile -> network)."""
+    f, pols = ctx.facts, ctx.policies
+    data = f.params_data
+    if data.get("defaultFabric") != f.profile:
+        ctx.err(
+            where_params,
+            f"defaultFabric {data.get('defaultFabric')!r} differs from the webhook's --profile {f.profile!r}",
+        )
+    offered = {k.removeprefix("fabric."): v for k, v in data.items() if k.startswith("fabric.")}
+    if f.profile not in offered:
+        ctx.err(where_params, f"no fabric.{f.profile} entry: the admission policy would reject every trainer pod")
+    for name, network in offered.items():
+        p = pols.get(name)
+        if p is None:
+            ctx.err(where_params, f"fabric.{name}: no such profile in {POLICIES}/ (known: {', '.join(pols.names)})")
+            continue
+        expected = p.spec.networks[0].name
+        if network != expected:
+            ctx.err(where_params, f"fabric.{name} is {network!r} but {POLICIES}/{name}.yaml attaches {expected!r}")
+        check_network(ctx, p, where_params)
+    return offered
+
+
+def check_webhook_match(ctx: ClusterCheck, images: list[str]) -> None:
+    """The MutatingWebhookConfiguration's matchConditions pass a pod of every trainer image."""
+    f = ctx.facts
+    if f.mutating is None:
+        ctx.err(f.webhook.where() if f.webhook else f"clusters/{ctx.cluster}",
+                "renders no trainyard-fabric MutatingWebhookConfiguration")  # fmt: skip
+        return
+    for img in images:
+        probe = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "probe", "namespace": cluster_facts.TRAINING_NAMESPACE},
+            "spec": {"containers": [{"name": "trainer", "image": f"{img}:1.0"}]},
+        }
+        if not vap.webhook_matches(f.mutating.doc, probe):
+            ctx.err(
+                f.mutating.where(),
+                f"matchConditions do not pass a pod running {img}:<tag> (a trainer image of the profiles); "
+                "the webhook would never see its pods",
+                f.mutating.describe(),
+            )
+
+
+def check_network(ctx: ClusterCheck, profile: CompiledProfile, where_params: str) -> None:
+    net = profile.spec.networks[0]
+    ns = net.namespace or cluster_facts.TRAINING_NAMESPACE
+    found = ctx.facts.nads.get((ns, net.name))
+    networks_app = ctx.render.app("trainyard-networks")
+    where = networks_app.path if networks_app and networks_app.path else where_params
+    if found is None:
+        ctx.err(
+            where,
+            f"fabric profile {profile.name} attaches NetworkAttachmentDefinition {ns}/{net.name}, "
+            f"which this cluster does not define; add it to the cluster's networks overlay",
+        )
+        return
+    resource = found.doc.get("metadata", {}).get("annotations", {}).get(nad.RESOURCE_NAME_ANNOTATION)
+    if resource and resource not in profile.spec.rdma_resources:
+        ctx.warn(
+            found.where(),
+            f"the NAD asks pods for device-plugin resource {resource!r} ({nad.RESOURCE_NAME_ANNOTATION}), but "
+            f"profile {profile.name} does not request it (rdmaResources); "
+            "the CNI plugin gets no device unless the pod requests it",
+            found.describe(),
+        )

@@ -1,0 +1,92 @@
+"""Job checks: the Training Operator's admission rules, names unique in the cluster, and every
+job's pods through the webhook engine and the admission policy (the previews)."""
+
+from __future__ import annotations
+
+from trainyard.contract.errors import UserError
+from trainyard.contract.names import FABRIC_LABEL
+from trainyard.repo import preview, training_operator
+from trainyard.repo.rendered import Resource, containers, pod_templates
+from trainyard.repo.validate import ClusterCheck
+from trainyard.repo.validate.objects import check_env
+
+
+def check_jobs(ctx: ClusterCheck) -> None:
+    admission = None
+    try:
+        admission = preview.load_context(ctx.repo, ctx.cluster, ctx.resources)
+    except UserError as exc:
+        ctx.err(f"overlays/{ctx.cluster}/platform/webhook", f"cannot preview jobs: {exc}")
+    expect = admission.policies.get(admission.profile).spec.transport if admission is not None else None
+    job_names: dict[tuple[str, str, str], Resource] = {}
+    pod_names: dict[tuple[str, str], Resource] = {}
+    for r in ctx.resources:
+        if not training_operator.is_job(r.doc):
+            continue
+        key = (r.kind, r.namespace or "default", r.name)
+        if key in job_names:
+            ctx.err(
+                r.where(),
+                f"{r.kind} {r.name!r} is also defined in {job_names[key].where()}: job names must be unique",
+                r.describe(),
+            )
+        job_names[key] = r
+        refused = check_job_spec(ctx, r, expect)
+        if refused or admission is None:
+            continue
+        try:
+            jp = preview.preview_job(r, admission)
+        except training_operator.JobError as exc:
+            ctx.err(r.where(), str(exc), r.describe())
+            continue
+        ctx.previews.append(jp)
+        for pod in jp.pods:
+            pkey = (pod.after["metadata"].get("namespace", "default"), pod.name)
+            if pkey in pod_names and pod_names[pkey] is not r:
+                ctx.err(r.where(), f"pod name {pod.name!r} is also a pod of {pod_names[pkey].describe()}", r.describe())
+            pod_names[pkey] = r
+        for p in jp.problems():
+            ctx.err(r.where(), p, r.describe())
+
+
+def check_job_spec(ctx: ClusterCheck, r: Resource, expect: str | None) -> bool:
+    """The job as written: the operator's admission rules, runPolicy, fabric labels and env.
+    Returns whether the operator would refuse it (then its pods are not previewed)."""
+    where, obj = r.where(), r.describe()
+    problems = training_operator.admission_problems(r.doc)
+    for p in problems:
+        ctx.err(where, f"Training Operator {training_operator.OPERATOR_VERSION} would refuse it: {p}", obj)
+    run_policy = (r.doc.get("spec") or {}).get("runPolicy") or {}
+    if isinstance(run_policy, dict) and run_policy.get("ttlSecondsAfterFinished") is not None:
+        ctx.err(
+            where,
+            "spec.runPolicy.ttlSecondsAfterFinished: the operator deletes the finished job and Argo CD creates "
+            "it again on the next sync (the job trains again); remove it and delete the job folder instead",
+            obj,
+        )
+    for path, tpl in pod_templates(r.doc):
+        check_template_fabric(ctx, r, path, tpl)
+        for cpath, c in containers(tpl):
+            check_env(ctx, r, f"{path}.{cpath}", c, expect)
+    return bool(problems)
+
+
+def check_template_fabric(ctx: ClusterCheck, r: Resource, path: str, tpl: dict) -> None:
+    labels = (tpl.get("metadata") or {}).get("labels") or {}
+    wanted = labels.get(FABRIC_LABEL)
+    if wanted is None:
+        return
+    if ctx.policies.get(wanted) is None:
+        ctx.err(
+            r.where(),
+            f"{path}.metadata.labels[{FABRIC_LABEL}]: unknown fabric profile {wanted!r} "
+            f"(known: {', '.join(ctx.policies.names)}); the webhook would deny the pods",
+            r.describe(),
+        )
+    elif f"fabric.{wanted}" not in ctx.facts.params_data:
+        ctx.err(
+            r.where(),
+            f"{path}.metadata.labels[{FABRIC_LABEL}]: profile {wanted!r} is not offered on cluster {ctx.cluster} "
+            "(no fabric network for it here)",
+            r.describe(),
+        )

@@ -1,0 +1,67 @@
+"""Checks of every rendered object: schema, scope, images, the NCCL env of every container."""
+
+from __future__ import annotations
+
+from trainyard.contract.images import parse_image
+from trainyard.contract.nccl import lint_env
+from trainyard.repo import nad, schema, training_operator
+from trainyard.repo.rendered import CLUSTER_SCOPED, Resource, containers, pod_templates
+from trainyard.repo.validate import ClusterCheck
+
+
+def check_resource(ctx: ClusterCheck, r: Resource) -> None:
+    where, obj = r.where(), r.describe()
+    if not r.kind or not r.api_version:
+        ctx.err(where, "apiVersion and kind are required", obj)
+        return
+    if (r.group, r.kind) in CLUSTER_SCOPED and r.namespace:
+        ctx.err(where, f"{r.kind} is cluster-scoped but has metadata.namespace {r.namespace!r}; remove it", obj)
+    if schema.has_schema(r.kind, r.api_version):
+        for e in schema.validate(r.doc):
+            ctx.err(where, f"schema (Kubernetes {schema.KUBERNETES_VERSION}, strict): {e}", obj)
+    elif training_operator.is_job(r.doc):
+        for path, tpl in pod_templates(r.doc):
+            for e in schema.validate_pod_template(tpl):
+                ctx.err(where, f"{path} as a PodTemplateSpec: {e}", obj)
+    elif nad.is_nad(r.doc):
+        errors, warnings = nad.config_problems(r.doc)
+        for e in errors:
+            ctx.err(where, e, obj)
+        for w in warnings:
+            ctx.warn(where, w, obj)
+    for path, tpl in pod_templates(r.doc):
+        for cpath, c in containers(tpl):
+            check_image(ctx, r, f"{path}.{cpath}".lstrip("."), c)
+            if not training_operator.is_job(r.doc):  # jobs: linted with their fabric's transport (check_jobs)
+                check_env(ctx, r, f"{path}.{cpath}".lstrip("."), c)
+
+
+def check_image(ctx: ClusterCheck, r: Resource, path: str, c: dict) -> None:
+
+    image = c.get("image")
+    if not isinstance(image, str) or not image:
+        return  # required-ness is the schema's business
+    ref = parse_image(image)
+    if ref is None:
+        ctx.err(r.where(), f"{path}.image {image!r} is not a valid image reference", r.describe())
+    elif ref.digest is None and ref.tag in (None, "latest"):
+        what = "has no tag (it means latest)" if ref.tag is None else "uses the tag latest"
+        ctx.err(
+            r.where(),
+            f"{path}.image {image!r} {what}: pin a version tag or a digest so every node runs the same image",
+            r.describe(),
+        )
+
+
+def check_env(ctx: ClusterCheck, r: Resource, path: str, c: dict, expect: str | None = None) -> None:
+    env = c.get("env")
+    if not isinstance(env, list):
+        return
+    pairs = [
+        (e["name"], e.get("value") if isinstance(e.get("value"), str) else None)
+        for e in env
+        if isinstance(e, dict) and isinstance(e.get("name"), str)
+    ]
+    for f in lint_env(pairs, expect_transport=expect):
+        line = f"{path}.env {f.name}: {f.message}"
+        (ctx.err if f.severity == "error" else ctx.warn)(r.where(), line, r.describe())

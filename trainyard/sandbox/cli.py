@@ -1,0 +1,51 @@
+"""``trainyard demo``: the sandbox's command (``make demo`` runs it without arguments)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def _at_least(minimum: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {value}")
+        return value
+
+    return parse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "demo",
+        help="the whole path of one job on this machine: render, webhook, admission, pods, training, fault, resume",
+        description="Render and validate a cluster from git, start the fabric webhook over TLS, send a job's pods "
+        "through it as kube-apiserver does, run the pods in network namespaces with eth0 and net1, train "
+        "through `trainyard launch`, kill a training process halfway, and report what each pod got and "
+        "where its traffic went. Everything it creates is removed on success, failure and Ctrl-C.",
+    )
+    p.add_argument("--cluster", default="dev", help="cluster to take the job from (default dev)")
+    p.add_argument("--job", default="smoke-ddp", help="job folder under overlays/CLUSTER/jobs (default smoke-ddp)")
+    p.add_argument("--no-fault", action="store_true", help="do not kill a training process halfway")
+    p.add_argument(
+        "--no-netns",
+        action="store_true",
+        help="run the pods as plain local processes on 127.0.0.1 (what happens without root or iproute2)",
+    )
+    p.add_argument(
+        "--max-steps", type=_at_least(2), metavar="N", help="override the job's --max-steps (a shorter run; >= 2)"
+    )
+    p.add_argument("--checkpoint-every", type=_at_least(1), metavar="K", help="override the job's --checkpoint-every")
+    p.add_argument("--timeout", type=float, default=300, help="give up after this many seconds (default 300)")
+    p.add_argument("--workdir", help="keep the run's files (logs, checkpoints) here instead of a temp dir")
+    p.add_argument("--summary", metavar="FILE", help="also write the report as JSON")
+    p.set_defaults(func=_demo)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from trainyard.sandbox import demo
+
+    return demo.main(args)
