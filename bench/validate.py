@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from results import publish  # noqa: E402
 
-from trainyard import repository  # noqa: E402
+from trainyard.repo import repository  # noqa: E402
 from trainyard.repo.newjob import JobRequest, create  # noqa: E402
 
 COPIED = ("base", "clusters", "overlays", "policies")

@@ -25,7 +25,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from trainyard.contract.errors import UserError
+from trainyard.contract.errors import UserError, describe_fields
 from trainyard.contract.images import ImageRef, parse_image
 from trainyard.contract.k8s import DNS1123_LABEL, ENV_NAME
 from trainyard.contract.names import ENGINE_ENV, TRANSPORTS
@@ -252,29 +252,6 @@ class PolicySet:
         return [f"{name}: {w}" for name, p in sorted(self.profiles.items()) for w in p.warnings]
 
 
-def _field_path(loc: tuple) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
-    return out or "(document)"
-
-
-def _describe(exc: ValidationError, where: str) -> str:
-    lines = []
-    for err in exc.errors(include_url=False):
-        loc = _field_path(err["loc"])
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            msg = "unknown field (check its spelling against the FabricProfile reference)"
-        elif err["type"] == "missing":
-            msg = "required field is missing"
-        lines.append(f"{where}: {loc}: {msg}")
-    return "\n".join(lines)
-
-
 def parse_profile(data: object, where: str) -> CompiledProfile:
     """Validate one FabricProfile document; ``where`` names it in error messages."""
     if not isinstance(data, dict):
@@ -282,7 +259,7 @@ def parse_profile(data: object, where: str) -> CompiledProfile:
     try:
         profile = FabricProfile.model_validate(data)
     except ValidationError as exc:
-        raise PolicyError(_describe(exc, where)) from None
+        raise PolicyError(describe_fields(exc.errors(include_url=False), where, KIND)) from None
     try:
         compiled = compile_profile(profile)
     except ValueError as exc:

@@ -45,6 +45,32 @@ class TransportMismatch(UserError):
     exit_code = EXIT_TRANSPORT
 
 
+def field_path(loc: tuple | list) -> str:
+    """A field's location as a person writes it: ``spec.env[2].name``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(document)"
+
+
+def describe_fields(problems: list[dict], where: str, kind: str) -> str:
+    """One line per problem of a document checked against its schema (the ``errors()`` list of a
+    pydantic ValidationError: plain dicts with ``loc``, ``msg`` and ``type``), each naming the file
+    and the field: ``where: spec.env[2].name: message``."""
+    lines = []
+    for err in problems:
+        msg = str(err.get("msg", "")).removeprefix("Value error, ")
+        if err.get("type") == "extra_forbidden":
+            msg = f"unknown field (check its spelling against the {kind} reference)"
+        elif err.get("type") == "missing":
+            msg = "required field is missing"
+        lines.append(f"{where}: {field_path(err.get('loc', ()))}: {msg}")
+    return "\n".join(lines)
+
+
 def run(call: Callable[[], int | None], missing_hint: str | None = None) -> int:
     """Run a command; map what it raises to a one-line message on stderr and an exit status.
 

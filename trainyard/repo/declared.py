@@ -19,7 +19,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
-from trainyard.contract.errors import UserError
+from trainyard.contract.errors import UserError, describe_fields
 from trainyard.contract.k8s import is_dns1123_label
 from trainyard.contract.quantity import QuantityError, parse_quantity
 from trainyard.repo.repository import CLUSTERS, Repository
@@ -138,10 +138,6 @@ class ClusterFacts(_Model):
         return max((p.amount(resource) for p in self.spec.node_pools), default=Decimal(0))
 
 
-def _where(loc: tuple) -> str:
-    return ".".join(str(p) if not isinstance(p, int) else f"[{p}]" for p in loc).replace(".[", "[")
-
-
 def load(repo: Repository, cluster: str) -> ClusterFacts:
     """The declared facts of ``cluster``; DeclarationError naming the file and field otherwise."""
     path = repo.root / CLUSTERS / cluster / FILE
@@ -161,15 +157,7 @@ def load(repo: Repository, cluster: str) -> ClusterFacts:
     try:
         facts = ClusterFacts.model_validate(data)
     except ValidationError as exc:
-        lines = []
-        for err in exc.errors(include_url=False):
-            msg = err["msg"].removeprefix("Value error, ")
-            if err["type"] == "extra_forbidden":
-                msg = "unknown field"
-            elif err["type"] == "missing":
-                msg = "required field is missing"
-            lines.append(f"{rel}: {_where(err['loc']) or '(document)'}: {msg}")
-        raise DeclarationError("\n".join(lines)) from None
+        raise DeclarationError(describe_fields(exc.errors(include_url=False), rel, KIND)) from None
     if facts.name != cluster:
         raise DeclarationError(f"{rel}: metadata.name is {facts.name!r}, but the folder is {cluster!r}")
     return facts
