@@ -4,7 +4,7 @@ job's pods through the webhook engine and the admission policy (the previews).""
 from __future__ import annotations
 
 from trainyard.contract.errors import UserError
-from trainyard.contract.names import FABRIC_LABEL
+from trainyard.contract.names import FABRIC_LABEL, requested_fabric
 from trainyard.repo import preview, training_operator
 from trainyard.repo.rendered import Resource, containers, pod_templates
 from trainyard.repo.validate import ClusterCheck
@@ -72,9 +72,8 @@ def check_job_spec(ctx: ClusterCheck, r: Resource, expect: str | None) -> bool:
 
 
 def check_template_fabric(ctx: ClusterCheck, r: Resource, path: str, tpl: dict) -> None:
-    labels = (tpl.get("metadata") or {}).get("labels") or {}
-    wanted = labels.get(FABRIC_LABEL)
-    if wanted is None:
+    wanted = requested_fabric((tpl.get("metadata") or {}).get("labels"))
+    if wanted is None:  # absent or empty: the cluster's default profile
         return
     if ctx.policies.get(wanted) is None:
         ctx.err(
