@@ -39,6 +39,10 @@ Transport = Literal[TRANSPORTS]  # type: ignore[valid-type]
 _IFNAME = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
 
 
+# why a policy set is refused (the reload metric's reasons)
+REFUSAL_REASONS = ("invalid", "truncated", "dropped_profile", "no_default")
+
+
 class PolicyError(UserError, ValueError):
     """A policy file is wrong; the message names the file and the field. ``reason`` says which
     kind of wrong, for the reload metric."""
