@@ -4,13 +4,14 @@ Each connection scenario starts a fresh server, warms it with 200 reviews, reads
 RSS, runs the attack while a prober opens a new TLS connection every 0.25 s for ``/healthz``,
 ``/readyz`` and a ``POST /mutate`` (and the plain-HTTP probe port's ``/healthz`` and
 ``/readyz`` when the server has one), samples RSS every 50 ms, then closes every attacking
-connection and reads RSS again once it has settled.
+connection and reads RSS again 10 s later, once it has settled.
 
 - idle: 10,000 TCP connections that connect and never send a byte, held 15 s;
 - header flood: 8 clients at once, each sending one request with 100,000 headers (2.2 MB),
   3 rounds, then 8 requests with one 4 MiB header;
 - clients: 2,000 concurrent keep-alive clients (4 processes x 500 connections) posting reviews
-  for 10 s.
+  for 10 s;
+- bodies: 32 clients at once, each posting a 3 MiB review (a pod with a large annotation), 3 rounds.
 
 The hostile pods go through one review each (``webhook.review.review``, in a fresh process so a
 stall or a crash is measured, not suffered): an image reference built to make a backtracking
@@ -32,7 +33,6 @@ import resource
 import select
 import socket
 import ssl
-import subprocess
 import sys
 import tempfile
 import threading
@@ -49,8 +49,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from results import publish  # noqa: E402
+from webhook_http import RssSampler  # noqa: E402
 
-from trainyard.sandbox.webhook_process import LocalWebhook, free_port, rss_bytes  # noqa: E402
+from trainyard.sandbox.webhook_process import LocalWebhook, rss_bytes  # noqa: E402
 from webhook.certs import generate  # noqa: E402
 from webhook.review import admission_review  # noqa: E402
 
@@ -59,26 +60,7 @@ POD = yaml.safe_load((ROOT / "examples" / "pods" / "pytorchjob-worker.yaml").rea
 TRAINER = "registry.example.com/ml/trainer:0.1.0"
 
 
-def _serve_help() -> str:
-    return subprocess.run(
-        [sys.executable, "-m", "trainyard.cli", "serve", "--help"], capture_output=True, text=True, check=True
-    ).stdout
-
-
 # --- the server, its prober and its memory ------------------------------------------------------
-
-
-class Rss(threading.Thread):
-    def __init__(self, pid: int) -> None:
-        super().__init__(daemon=True)
-        self.pid, self.peak, self.stopped = pid, 0, threading.Event()
-
-    def run(self) -> None:
-        while not self.stopped.wait(0.05):
-            try:
-                self.peak = max(self.peak, rss_bytes(self.pid))
-            except (OSError, RuntimeError):
-                return
 
 
 @dataclass
@@ -131,8 +113,10 @@ class Prober(threading.Thread):
                     self._one(f"probe {path}", lambda url=url: httpx.get(url, timeout=10).status_code)
 
 
-def settle(pid: int, seconds: float = 20.0) -> int:
-    """RSS once it stops falling (or after ``seconds``)."""
+def settle(pid: int, wait: float = 10.0, seconds: float = 20.0) -> int:
+    """RSS ``wait`` seconds after an attack (the server gives memory back within 5 s of its
+    connections falling) and once it stops falling (or after ``seconds`` more)."""
+    time.sleep(wait)
     last, deadline = rss_bytes(pid), time.monotonic() + seconds
     while time.monotonic() < deadline:
         time.sleep(1.0)
@@ -154,18 +138,19 @@ class Scenario:
 
 
 def run_scenario(name: str, tmp: Path, attack, extra: tuple[str, ...] = ()) -> Scenario:
-    probe_port = free_port() if "--probe-port" in _serve_help() else None
-    args = ("--log-level", "warning", *extra) + (("--probe-port", str(probe_port)) if probe_port else ())
-    if "--tls-server-name" in _serve_help():
-        args += ("--tls-server-name", "localhost")
     server = LocalWebhook(
-        ROOT / "policies", tmp / "tls", tmp / "tls" / "ca.crt", "roce", log=tmp / f"{name}.log", extra_args=args
+        ROOT / "policies",
+        tmp / "tls",
+        tmp / "tls" / "ca.crt",
+        "roce",
+        log=tmp / f"{name}.log",
+        extra_args=("--log-level", "warning", *extra),
     )
     out = Scenario(name)
     try:
         warm(server)
-        out.rest = settle(server.proc.pid, 5)
-        rss, prober = Rss(server.proc.pid), Prober(server, probe_port)
+        out.rest = settle(server.proc.pid, wait=2.0)
+        rss, prober = RssSampler(server.proc.pid, interval=0.05), Prober(server, server.probe_port)
         rss.start()
         prober.start()
         try:
@@ -173,7 +158,7 @@ def run_scenario(name: str, tmp: Path, attack, extra: tuple[str, ...] = ()) -> S
         finally:
             prober.stopped.set()
             prober.join()
-            rss.stopped.set()
+            rss.stop.set()
             rss.join()
         out.peak, out.probes = rss.peak, prober.results
         out.after = settle(server.proc.pid)
@@ -313,6 +298,38 @@ def _clients_process(args: tuple) -> dict[str, int]:
     return asyncio.run(_clients(*args))
 
 
+def _big_body() -> bytes:
+    pod = {**POD, "metadata": {**POD["metadata"], "annotations": {"filler": "x" * (3 * MiB - 4096)}}}
+    return orjson.dumps(admission_review(pod, "ml"))
+
+
+def bodies_attack(clients: int, rounds: int):
+    def attack(server: LocalWebhook) -> str:
+        body = _big_body()
+        outcomes: dict[str, int] = {}
+        lock = threading.Lock()
+
+        def one() -> None:
+            try:
+                with httpx.Client(base_url=server.base, verify=server.ssl_context(), timeout=60) as c:
+                    key = str(c.post("/mutate", content=body, headers={"content-type": "application/json"}).status_code)
+            except Exception as exc:  # counted
+                key = type(exc).__name__
+            with lock:
+                outcomes[key] = outcomes.get(key, 0) + 1
+
+        for _ in range(rounds):
+            threads = [threading.Thread(target=one) for _ in range(clients)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        size = f"{len(body) / MiB:.1f} MiB"
+        return f"{size} bodies: " + ", ".join(f"{n} x HTTP {k}" for k, n in sorted(outcomes.items()))
+
+    return attack
+
+
 def clients_attack(total: int, processes: int, seconds: float):
     def attack(server: LocalWebhook) -> str:
         body = orjson.dumps(admission_review(POD, "ml"))
@@ -365,7 +382,15 @@ def hostile_pods() -> dict[str, dict]:
         "networks annotation, JSON nested 100,000 deep": pod(
             _trainer(), annotations={"k8s.v1.cni.cncf.io/networks": "[" * 100_000 + "]" * 100_000}
         ),
+        "networks annotation of 300 KiB (one name)": pod(
+            _trainer(), annotations={"k8s.v1.cni.cncf.io/networks": "n" * (300 * 1024)}
+        ),
+        "digest algorithm of 1 MiB ('a+' repeated)": pod(_trainer(), side("x@" + "a+" * (MiB // 2) + "a:" + "0" * 64)),
         "10,000 trainer containers": pod(*[{"name": f"t{i}", "image": TRAINER} for i in range(10_000)]),
+        "250 trainer containers (the most a pod may have is 256)": pod(
+            *[{"name": f"t{i}", "image": TRAINER} for i in range(250)]
+        ),
+        "3 MiB of empty lists in an annotation": pod(_trainer(), annotations={"x": "[" + "[]," * (MiB - 1) + "[]]"}),
     }
 
 
@@ -381,7 +406,7 @@ def _review_child(body: bytes, conn) -> None:
         response = orjson.loads(payload).get("response", {})
         patch = len(response.get("patch", ""))
         what = f"HTTP {status}, {record.outcome}"
-        if record.outcome == "denied":
+        if record.outcome in ("denied", "invalid"):
             what += f": {record.reason[:110]}"
         if patch:
             what += f", patch {patch / 1000:,.0f} kB (base64)"
@@ -464,6 +489,7 @@ def main() -> int:
                     f"{args.clients:,} concurrent keep-alive clients, {args.seconds:.0f} s",
                     clients_attack(args.clients, 4, args.seconds),
                 ),
+                ("32 clients at once, each posting a review of 3 MiB, 3 rounds", bodies_attack(32, 3)),
             ]
             for i, (name, attack) in enumerate(attacks):
                 s = run_scenario(f"s{i}", tmpdir, attack)

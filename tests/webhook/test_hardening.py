@@ -144,16 +144,22 @@ def test_soak_many_clients_no_error_and_stable_memory(live):
     assert growth < 16 * 2**20, f"RSS grew by {growth / 2**20:.1f} MiB over 40000 reviews ({rss_warm} -> {rss_after})"
 
 
-def test_rotation_and_policy_change_in_the_middle_of_load(live, tmp_path):
-    server, tls, policies, ca = live
-    before = server.peer_certificate()
+def load_in_background(server, total: int) -> tuple[threading.Thread, dict]:
+    """``total`` reviews from 2 processes x 16 connections, on a thread; ``result["r"]`` once joined."""
     result: dict = {}
     load = threading.Thread(
         target=lambda: result.update(
-            r=run_load(server.base, str(server.ca), corpus(), 12000, processes=2, concurrency=16)
+            r=run_load(server.base, str(server.ca), corpus(), total, processes=2, concurrency=16)
         )
     )
     load.start()
+    return load, result
+
+
+def test_rotation_and_policy_change_in_the_middle_of_load(live, tmp_path):
+    server, tls, policies, ca = live
+    before = server.peer_certificate()
+    load, result = load_in_background(server, 12000)
     with server.client() as c:
         wait_for(lambda: _reviews(c) > 1000, what="load to start")
         generate(tmp_path / "rotated", ca=ca)
@@ -192,13 +198,7 @@ def test_refused_reloads_under_load_fail_no_request(live, tmp_path):
         tls_pair(ca, dns=("elsewhere.example.com",), ips=()),
     ]
     before = server.peer_certificate()
-    result: dict = {}
-    load = threading.Thread(
-        target=lambda: result.update(
-            r=run_load(server.base, str(server.ca), corpus(), 12000, processes=2, concurrency=16)
-        )
-    )
-    load.start()
+    load, result = load_in_background(server, 12000)
     with server.client() as c:
         wait_for(lambda: _reviews(c) > 500, what="load to start")
         for i, (files, pair) in enumerate(zip(bad_policies, bad_pairs, strict=True)):
