@@ -58,6 +58,7 @@ bench: setup
 	  exit 2; }
 	$(BIN)/python bench/engine.py
 	$(BIN)/python bench/webhook_http.py
+	$(BIN)/python bench/webhook_limits.py
 	$(BIN)/python bench/validate.py
 
 clean:
