@@ -150,7 +150,8 @@ def run_scenario(name: str, tmp: Path, attack, extra: tuple[str, ...] = ()) -> S
     try:
         warm(server)
         out.rest = settle(server.proc.pid, wait=2.0)
-        rss, prober = RssSampler(server.proc.pid, interval=0.05), Prober(server, server.probe_port)
+        probe_port = getattr(server, "probe_port", None)  # a server from before the probe listener has none
+        rss, prober = RssSampler(server.proc.pid, interval=0.05), Prober(server, probe_port)
         rss.start()
         prober.start()
         try:
