@@ -11,7 +11,7 @@ import json
 import sys
 
 from trainer import launch, options
-from trainyard.contract.argv import parse_command_line
+from trainyard.contract.argv import bounded_int, parse_command_line
 from trainyard.contract.errors import UserError, run
 from trainyard.contract.names import ENV_SHM_PATH, TRANSPORTS
 
@@ -44,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--gpus",
-        type=int,
+        type=bounded_int(0, None, "a number of GPUs"),
         metavar="N",
         help="GPUs the pod requested (default: counted from NVIDIA_VISIBLE_DEVICES, set by the device plugin)",
     )

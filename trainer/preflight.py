@@ -302,6 +302,8 @@ def requested_gpus(env: Mapping[str, str]) -> int | None:
 
 
 def check_gpus(env: Mapping[str, str], expect: int | None) -> Check:
+    if expect is not None and expect < 0:
+        return Check("gpus", "error", f"{expect} GPU(s) requested", "request 0 or more GPUs (--gpus N)")
     visible = visible_gpus(env)
     requested = expect if expect is not None else requested_gpus(env)
     nproc = (env.get("PET_NPROC_PER_NODE") or "").strip()
