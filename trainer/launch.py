@@ -34,6 +34,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from trainer import options
 from trainer.interfaces import gloo_ifname, route_source
 from trainer.preflight import visible_gpus
 from trainyard.contract.errors import UserError
@@ -210,6 +211,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(opts: argparse.Namespace, train_args: Sequence[str], env: Mapping[str, str] | None = None) -> int:
     env = os.environ if env is None else env
+    # Refuse train arguments here, once, with exit 2: in the workers each rank would print the error
+    # and torchrun would restart the group on it until --max-restarts is spent.
+    options.parse(train_args, prog="trainyard launch: train arguments (after --)")
     the_plan = plan(
         env,
         train_args,
