@@ -74,7 +74,7 @@ def check_nccl_env(env: Mapping[str, str]) -> Check:
             f"{ENV_EXPECT_TRANSPORT}={expect!r} is not a transport trainyard knows",
             f"set {ENV_EXPECT_TRANSPORT} to one of {', '.join(TRANSPORTS)} (the fabric profile's spec.transport)",
         )
-    nccl = {k: v for k, v in env.items() if k.startswith(("NCCL_", "TORCH_NCCL_"))}
+    nccl = {k: v for k, v in env.items() if k.startswith(("NCCL_", "TORCH_NCCL_")) or k == "UCX_TLS"}
     findings = lint_env(nccl, expect_transport=expect)
     errors = [f for f in findings if f.severity == "error"]
     warnings = [f for f in findings if f.severity == "warning"]
