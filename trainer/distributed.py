@@ -33,6 +33,7 @@ class World:
     # async saves must not share a group with the training collectives running meanwhile.
     cpu_group: dist.ProcessGroup
     setup_ms: float = 0.0  # process-group set-up: store, generation, default and cpu groups
+    group_ready: float = 0.0  # epoch seconds when it was done
     generation: int | None = None  # the round's namespace of torchrun's shared store, when shared
 
     @property
@@ -90,6 +91,7 @@ def init(device_choice: str) -> World:
         backend=backend,
         cpu_group=cpu_group,
         setup_ms=(time.perf_counter() - t0) * 1000,
+        group_ready=time.time(),
         generation=generation,
     )
 
