@@ -258,3 +258,14 @@ def test_a_negative_gpu_request_is_a_usage_error():
         "trainyard preflight: error: argument --gpus: -1 is not a number of GPUs (0 or more)"
     )
     assert check_gpus({}, -1).status == "error"
+
+
+def test_nccl_env_is_judged_for_the_nccl_installed_or_the_image_fact():
+    from trainer.preflight import check_nccl_env, installed_nccl
+    from trainyard.contract.nccl import TRAINER_NCCL
+
+    version = installed_nccl() or TRAINER_NCCL  # the CPU test environment has no nvidia-nccl wheel
+    check = check_nccl_env({"TRAINYARD_EXPECT_TRANSPORT": "IB", "NCCL_IB_GID_INDEX": "3"})
+    assert check.status == "warn" and f"NCCL {version} (2.21+) picks the RoCE v2 GID" in check.detail
+    check = check_nccl_env({"TRAINYARD_EXPECT_TRANSPORT": "IB", "UCX_TLS": "tcp", "NCCL_PLUGIN_P2P": "ucx"})
+    assert check.status == "fail" and "UCX_TLS=tcp" in check.detail

@@ -73,7 +73,16 @@ def reference(tmp_path_factory) -> str:
 
 def kill_repeatedly(runs: list[Run], ckpt: Path, kills: int, shared_store: bool) -> dict:
     """Once each round of workers has committed a checkpoint, kill -9 one of them (rank 1, rank 0,
-    rank 1, ...), ``kills`` times; then every run must exit 0, having resumed after every kill."""
+    rank 1, ...), ``kills`` times; then every run must exit 0, having resumed after every kill.
+    The runs are killed at the end, pass or fail."""
+    try:
+        return _kill_repeatedly(runs, ckpt, kills, shared_store)
+    finally:
+        for run in runs:
+            run.kill()
+
+
+def _kill_repeatedly(runs: list[Run], ckpt: Path, kills: int, shared_store: bool) -> dict:
     metrics = ckpt / "metrics.jsonl"
     resumed_at_least = []
     for k in range(kills):
@@ -100,11 +109,7 @@ def kill_repeatedly(runs: list[Run], ckpt: Path, kills: int, shared_store: bool)
 def test_plain_torchrun_resumes_after_every_one_of_8_kills(reference, tmp_path):
     ckpt = tmp_path / "ckpt"
     argv = [*TORCHRUN, "--standalone", "--nproc-per-node", "2", "--max-restarts", "8", *train(ckpt)]
-    run = Run(argv, env(), tmp_path / "run.log")
-    try:
-        final = kill_repeatedly([run], ckpt, kills=8, shared_store=True)
-    finally:
-        run.kill()
+    final = kill_repeatedly([Run(argv, env(), tmp_path / "run.log")], ckpt, kills=8, shared_store=True)
     assert final["params_sha256"] == reference
 
 
@@ -118,10 +123,7 @@ def test_trainyard_launch_resumes_after_every_one_of_4_kills(reference, tmp_path
     if shared:
         pod["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "0"
     run = Run(trainyard("launch", "--", *train(ckpt)[3:]), pod, tmp_path / "run.log")
-    try:
-        final = kill_repeatedly([run], ckpt, kills=4, shared_store=shared)
-    finally:
-        run.kill()
+    final = kill_repeatedly([run], ckpt, kills=4, shared_store=shared)
     assert final["params_sha256"] == reference
 
 
@@ -137,9 +139,5 @@ def test_two_agents_resume_although_their_restart_counts_differ(reference, tmp_p
         argv += ["--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "two-agents"]
         argv += ["--rdzv-conf", f"is_host={'true' if node == 0 else 'false'}", "--max-restarts", "3", *train(ckpt)]
         runs.append(Run(argv, env(), tmp_path / f"agent{node}.log"))
-    try:
-        final = kill_repeatedly(runs, ckpt, kills=3, shared_store=True)
-    finally:
-        for run in runs:
-            run.kill()
+    final = kill_repeatedly(runs, ckpt, kills=3, shared_store=True)
     assert final["params_sha256"] == reference
