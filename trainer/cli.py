@@ -92,7 +92,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Entrypoint of the trainer image: run preflight, then exec torchrun with `-m trainer train`, "
         "mapping the Training Operator's env (PET_*, MASTER_ADDR/PORT, WORLD_SIZE, RANK) to torchrun's "
         "arguments. Launch's options come first; everything after `--` goes to `train` "
-        "(see `trainyard train --help`).",
+        "(see `trainyard train --help`), checked by train's parser before anything starts (exit 2).",
         usage="trainyard launch [LAUNCH OPTIONS] [-- TRAIN ARGS...]",
     )
     launch.add_arguments(p)
