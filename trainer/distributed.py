@@ -34,7 +34,6 @@ class World:
     cpu_group: dist.ProcessGroup
     setup_ms: float = 0.0  # process-group set-up: store, generation, default and cpu groups
     group_ready: float = 0.0  # epoch seconds when it was done
-    generation: int | None = None  # the round's namespace of torchrun's shared store, when shared
 
     @property
     def is_main(self) -> bool:
@@ -79,9 +78,8 @@ def init(device_choice: str) -> World:
         device = torch.device("cpu")
         backend = "gloo"
     t0 = time.perf_counter()
-    generation = None
     if not dist.is_initialized():
-        generation = _init_process_group(backend)
+        _init_process_group(backend)
     cpu_group = dist.new_group(backend="gloo")
     return World(
         rank=dist.get_rank(),
@@ -92,7 +90,6 @@ def init(device_choice: str) -> World:
         cpu_group=cpu_group,
         setup_ms=(time.perf_counter() - t0) * 1000,
         group_ready=time.time(),
-        generation=generation,
     )
 
 
@@ -102,22 +99,21 @@ def shares_agent_store(env: Mapping[str, str] = os.environ) -> bool:
     return env.get("TORCHELASTIC_USE_AGENT_STORE") == str(True)
 
 
-def _init_process_group(backend: str) -> int | None:
-    """The default group; returns the generation of the store namespace when the store is shared."""
+def _init_process_group(backend: str) -> None:
+    """The default group: in this round's namespace when the store is torchrun's shared one."""
     env = os.environ
     if not ("RANK" in env and "WORLD_SIZE" in env and "MASTER_ADDR" in env):  # one process, no launcher
         dist.init_process_group(backend=backend, store=dist.HashStore(), rank=0, world_size=1)
-        return None
+        return
     if not shares_agent_store(env):  # a store of this round alone (rank 0 serves it)
         dist.init_process_group(backend=backend)
-        return None
+        return
     from torch.distributed.constants import default_pg_timeout
     from torch.distributed.rendezvous import rendezvous
 
     store, rank, world_size = next(rendezvous("env://", timeout=default_pg_timeout))
-    store, generation = rounds.round_store(store, rank, world_size, default_pg_timeout)
+    store, _ = rounds.round_store(store, rank, world_size, default_pg_timeout)
     dist.init_process_group(backend=backend, store=store, rank=rank, world_size=world_size)
-    return generation
 
 
 def broadcast_object(obj: object, world: World) -> object:

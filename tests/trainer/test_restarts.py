@@ -115,15 +115,15 @@ def test_plain_torchrun_resumes_after_every_one_of_8_kills(reference, tmp_path):
 
 @pytest.mark.timeout(150)
 @pytest.mark.parametrize("shared", [False, True], ids=["launch-default", "store-shared"])
-def test_trainyard_launch_resumes_after_every_one_of_4_kills(reference, tmp_path, shared):
+def test_trainyard_launch_resumes_after_every_one_of_3_kills(reference, tmp_path, shared):
     """launch turns torchrun's store sharing off unless the pod sets it; the second run keeps it on
     (TORCH_DISABLE_SHARE_RDZV_TCP_STORE=0)."""
     ckpt = tmp_path / "ckpt"
-    pod = env(PET_NNODES="1", PET_NPROC_PER_NODE="2", PET_MAX_RESTARTS="4", NCCL_SOCKET_IFNAME="lo")
+    pod = env(PET_NNODES="1", PET_NPROC_PER_NODE="2", PET_MAX_RESTARTS="3", NCCL_SOCKET_IFNAME="lo")
     if shared:
         pod["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "0"
     run = Run(trainyard("launch", "--", *train(ckpt)[3:]), pod, tmp_path / "run.log")
-    final = kill_repeatedly([run], ckpt, kills=4, shared_store=shared)
+    final = kill_repeatedly([run], ckpt, kills=3, shared_store=shared)
     assert final["params_sha256"] == reference
 
 
