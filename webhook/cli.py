@@ -6,6 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from trainyard.contract.argv import bounded_int
+
+MAX_DAYS = 36500  # the CA lives twice as long; both stay far below X.509's year 9999
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -17,7 +21,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="directory to write into (created)")
     p.add_argument("--dns", action="append", default=[], metavar="NAME", help="DNS subject alternative name")
     p.add_argument("--ip", action="append", default=[], metavar="ADDR", help="IP subject alternative name")
-    p.add_argument("--days", type=int, default=365, help="validity of the serving certificate (default 365)")
+    p.add_argument(
+        "--days",
+        type=bounded_int(1, MAX_DAYS, "a number of days"),
+        default=365,
+        help="validity of the serving certificate in days, 1 to 36500 (default 365)",
+    )
     p.set_defaults(func=_certs)
 
     p = sub.add_parser(
@@ -30,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--profile", required=True, metavar="NAME", help="default profile for unlabelled pods")
     p.add_argument("--tls-dir", required=True, metavar="DIR", help="directory holding tls.crt and tls.key")
     p.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
-    p.add_argument("--port", type=int, default=8443, help="port (default 8443)")
+    p.add_argument("--port", type=bounded_int(1, 65535, "a port number"), default=8443, help="port (default 8443)")
     p.add_argument(
         "--reload-interval",
         type=float,

@@ -92,6 +92,8 @@ def test_demo_end_to_end(tmp_path):
     assert committed[-1] == STEPS and s["done_step"] == STEPS
     assert s["last_loss"] < s["first_loss"]
     assert "resumed from committed step" in r.stdout
+    n = s["resumed_from"]  # the report names the same step twice: what was committed, what resumed
+    assert f"fault: killed smoke-ddp-worker-0 after step {n} was committed; resumed from committed step {n}" in r.stdout
     assert "collective traffic: net1 carried" in r.stdout or not s["isolated"]
     assert leftovers(s["cluster_id"], workdir) == []
 
@@ -162,3 +164,16 @@ def test_without_network_namespaces_the_demo_says_so_and_still_trains(tmp_path):
     s = json.loads(summary_file.read_text())
     assert not s["isolated"] and s["done_step"] == 30 and s["resumed_from"] == s["killed"]["last_committed"]
     assert "no per-pod interfaces or counters" in r.stdout
+
+
+def test_max_steps_below_two_is_refused_before_anything_runs():
+    r = demo("--max-steps", "0")
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip().splitlines()[-1] == "trainyard demo: error: argument --max-steps: must be at least 2, not 0"
+
+
+def test_an_mpijob_is_refused_with_the_reason(tmp_path):
+    r = demo("--cluster", "prod-ib", "--job", "horovod", "--workdir", str(tmp_path / "work"))
+    assert r.returncode == 2, r.stdout[-2000:] + r.stderr[-2000:]
+    assert r.stderr.startswith("error: pod horovod-launcher: container mpi runs 'mpirun', not the trainer image's")
+    assert "an MPIJob's launcher runs mpirun" in r.stderr and "Traceback" not in r.stderr + r.stdout

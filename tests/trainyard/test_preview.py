@@ -29,7 +29,7 @@ from trainyard.repo import preview
             [f"llama-finetune-worker-{i}" for i in range(4)],
             [
                 "annotation k8s.v1.cni.cncf.io/networks: roce-network",
-                "container pytorch: env NCCL_IB_GID_INDEX=3",
+                "container pytorch: env NCCL_IB_HCA=mlx5",
                 "container pytorch: capability IPC_LOCK",
                 "container pytorch: limit rdma/rdma_shared_device_a: 1",
                 "volume trainyard-shm: emptyDir {medium: Memory, sizeLimit: 64Gi}",

@@ -110,6 +110,19 @@ def test_render_cli_unknown_cluster(capsys):
     assert "clusters/nowhere: no such cluster" in capsys.readouterr().err
 
 
+def test_render_cli_out_must_be_a_directory(tmp_path, capsys):
+    file = tmp_path / "notes.txt"
+    file.write_text("mine\n")
+    assert main(["render", "--cluster", "dev", "--out", str(file)]) == 2
+    assert (
+        capsys.readouterr().err
+        == f"error: --out {file}: exists and is not a directory; name a directory (created if missing)\n"
+    )
+    assert file.read_text() == "mine\n"
+    assert main(["render", "--cluster", "dev", "--out", str(file / "below")]) == 2
+    assert capsys.readouterr().err.startswith(f"error: --out {file / 'below'}: cannot write the render of dev:")
+
+
 # ---------------------------------------------------------------------------------------------
 # The git directory generator and Go templates, on their own
 
