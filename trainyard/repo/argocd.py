@@ -116,10 +116,28 @@ class Upstream:
     revision: str
     path: str | None = None
     chart: str | None = None
+    images: tuple[str, ...] = ()  # image pins a kustomization of this repository sets on it
+    remote_resource: bool = False  # fetched by kustomize while building this repository's folder
 
     def describe(self) -> str:
-        what = f"chart {self.chart}" if self.chart else f"path {self.path or '.'}"
-        return f"{self.repo_url} {what} at {self.revision or '(no revision)'}"
+        if self.remote_resource:
+            what = f"{self.repo_url} (fetched by kustomize)"
+        else:
+            kind = f"chart {self.chart}" if self.chart else f"path {self.path or '.'}"
+            what = f"{self.repo_url} {kind} at {self.revision or '(no revision)'}"
+        return what + (f", images pinned to {', '.join(self.images)}" if self.images else "")
+
+
+def url_revision(url: str) -> str:
+    """The git ref a remote kustomize resource is pinned to: ``?ref=`` of a git URL, the tag of a
+    GitHub release asset, the ref segment of a raw.githubusercontent.com file ('' if none)."""
+    if "?ref=" in url:
+        return url.split("?ref=", 1)[1].split("&", 1)[0]
+    m = re.match(r"https://github\.com/[^/]+/[^/]+/releases/download/([^/]+)/", url)
+    if m:
+        return m.group(1)
+    m = re.match(r"https://raw\.githubusercontent\.com/[^/]+/[^/]+/([^/]+)/", url)
+    return m.group(1) if m else ""
 
 
 @dataclass
@@ -448,6 +466,15 @@ def render_cluster(repo: Repository, cluster: str, *, workers: int = 8) -> Clust
                     ar.self_reference = True
                     continue
                 seen_paths.add(path)
+                remote = kustomize.remote_parts(repo, repo.root / path) if not app.generated_by else None
+                if remote is not None and remote.urls:
+                    # Argo CD's repo server fetches these when it builds the folder; offline they are
+                    # listed with their pins. (Job folders, made by the ApplicationSet, are built and
+                    # fail on them: a job may not pull manifests from elsewhere.)
+                    ar.upstream = [
+                        Upstream(u, url_revision(u), images=remote.images, remote_resource=True) for u in remote.urls
+                    ]
+                    continue
                 if app.source.get("targetRevision") not in (None, "", repo.revision, "HEAD"):
                     problems.append(
                         warning(
