@@ -179,8 +179,6 @@ def _new_job(args: argparse.Namespace) -> int:
         image_tag=args.image_tag,
         trainer_args=list(args.passthrough or []),
     )
-    if req.kind == "trainjob":  # the runtime of the fabric the cluster's webhook applies by default
-        req.fabric = preview.load_context(repo, repo.require_cluster(req.cluster)).profile
     written = newjob.create(repo, req)
     for path in written:
         print(f"wrote {repo.rel(path)}")

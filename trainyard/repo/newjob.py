@@ -260,6 +260,10 @@ def service(req: JobRequest) -> str:
 def create(repo: Repository, req: JobRequest) -> list[Path]:
     """Write the job folder; return the files written (the caller validates the cluster)."""
     folder = check_request(repo, req)
+    if req.kind == "trainjob" and req.fabric is None:  # the runtime of the fabric the cluster applies by default
+        from trainyard.repo import preview
+
+        req.fabric = preview.load_context(repo, req.cluster).profile
     folder.mkdir(parents=True)
     files = {"kustomization.yaml": kustomization(req), "job.yaml": job_patch(req)}
     if req.kind == "mpi":
