@@ -11,7 +11,10 @@ of their contracts that a training job relies on, and no more:
   An attachment naming no known NAD fails the pod, as Multus does.
 - DNS: every pod's name, and for a pod with ``hostname`` and ``subdomain`` (a JobSet's pods) its
   ``<hostname>.<subdomain>``, resolves to its ``eth0`` address (``/etc/netns/<ns>/hosts``, which
-  ``ip netns exec`` mounts over ``/etc/hosts``), as the job's headless service would.
+  ``ip netns exec`` mounts over ``/etc/hosts``), as the job's headless service would. Containers
+  find an ``nslookup`` first on their PATH that answers from the same names, the way cluster DNS
+  answers the Training Operator's init container, which waits for the master with ``nslookup``
+  (kubeflow/trainer@v1.9.4:pkg/controller.v1/pytorch/initcontainer.go).
 - Containers: each container runs as a process group from its final spec: ``command`` (or the
   image's entrypoint, from ``entrypoints``) and ``args`` with ``$(VAR)`` expanded from the
   container's env as the kubelet expands them, and exactly the container's env (``valueFrom``
@@ -48,6 +51,7 @@ import json
 import os
 import re
 import secrets
+import shlex
 import shutil
 import signal
 import subprocess
@@ -260,13 +264,28 @@ class LocalCluster:
                 self._network(pod)
             self.pods[name] = pod
             created.append(pod)
+        hosts = "127.0.0.1 localhost\n" + "".join(f"{p.ip} {' '.join(p.dns_names)}\n" for p in self.pods.values())
+        self._dns_shim(hosts)
         if self.isolated:
-            hosts = "127.0.0.1 localhost\n" + "".join(f"{p.ip} {' '.join(p.dns_names)}\n" for p in self.pods.values())
             for p in self.pods.values():
                 etc = Path("/etc/netns") / p.netns
                 etc.mkdir(parents=True, exist_ok=True)
                 (etc / "hosts").write_text(hosts)
         return created
+
+    def _dns_shim(self, hosts: str) -> None:
+        """``nslookup NAME`` that succeeds when NAME is a pod's name, as cluster DNS would."""
+        shim = self.workdir / "dns"
+        shim.mkdir(parents=True, exist_ok=True)
+        (shim / "hosts").write_text(hosts)
+        script = shim / "bin" / "nslookup"
+        script.parent.mkdir(exist_ok=True)
+        script.write_text(
+            "#!/bin/sh\n# the sandbox's cluster DNS: the names of its pods (localpods.py)\n"
+            f'awk -v n="$1" \'{{for (i = 2; i <= NF; i++) if ($i == n) {{print n " has address " $1; f = 1}}}} '
+            f"END {{exit !f}}' {shlex.quote(str(shim / 'hosts'))}\n"
+        )
+        script.chmod(0o755)
 
     def _network(self, pod: LocalPod) -> None:
         index = len(self.pods)
@@ -376,6 +395,7 @@ class LocalCluster:
         argv = [remap(a) for a in argv]
         env = {k: remap(v) for k, v in env.items()}
         full_env = {**self.base_env, **env, "HOSTNAME": pod.hostname}
+        full_env["PATH"] = f"{self.workdir / 'dns' / 'bin'}:{full_env.get('PATH', os.defpath)}"
         if not self.isolated:
             # one machine, one loopback: the pods' names and fabric interface are 127.0.0.1 and lo
             names = {n for p in self.pods.values() for n in p.dns_names}
