@@ -296,7 +296,10 @@ def train(
         for record in log.read():
             _report_record(record, summary, every, reported)
         committed = log.committed()
-        if fault and summary.killed is None and committed and committed[-1] >= summary.max_steps // 2:
+        # halfway, and never once the last step is committed: a kill while the processes exit
+        # would leave torchrun restarting a group whose other half has finished
+        halfway = committed and summary.max_steps // 2 <= committed[-1] < summary.max_steps
+        if fault and summary.killed is None and halfway and summary.done_step is None:
             pid = training_process(cluster, victim)
             if pid is not None:
                 os.kill(pid, signal.SIGKILL)
