@@ -331,13 +331,17 @@ def _bytes(n: int) -> str:
 def report(summary: Summary) -> None:
     say()
     say(f"== report: job {summary.job} on cluster {summary.cluster} (fabric profile {summary.profile})")
+    first = summary.pods[0] if summary.pods else None
     for pod in summary.pods:
         say(f"   {pod.name}")
-        say(f"     webhook ({pod.ops} operations, {pod.review_ms:.1f} ms):")
-        for line in pod.injected:
-            say(f"       + {line}")
-        for warning in pod.warnings:
-            say(f"       warning: {warning}")
+        if pod is not first and (pod.injected, pod.warnings) == (first.injected, first.warnings):
+            say(f"     webhook ({pod.ops} operations, {pod.review_ms:.1f} ms): the same settings as {first.name}")
+        else:
+            say(f"     webhook ({pod.ops} operations, {pod.review_ms:.1f} ms):")
+            for line in pod.injected:
+                say(f"       + {line}")
+            for warning in pod.warnings:
+                say(f"       warning: {warning}")
         if pod.counters:
             for iface in sorted(pod.counters):
                 c = pod.counters[iface]
