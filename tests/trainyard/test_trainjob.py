@@ -175,7 +175,7 @@ def test_runtime_patches_merge_strategically_in_order(runtime):
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
-        (lambda j: j["metadata"].update(name="Smoke_1"), "must match RFC 1035"),
+        (lambda j: j["metadata"].update(name="Smoke_1"), "must be a DNS-1035 label"),
         (lambda j: j["metadata"].update(name="s" * 49), "JobSet would name a pod"),
         (lambda j: j["spec"]["trainer"].update(env=[{"name": "PET_NNODES"}]), "must not have reserved envs"),
         (lambda j: j["spec"]["trainer"].update(numNodes=0), "spec.trainer.numNodes: 0 must be a whole number from 1"),

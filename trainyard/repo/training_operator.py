@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainyard.contract.errors import CheckFailed
-from trainyard.contract.k8s import is_dns1035_label
+from trainyard.contract.k8s import name_problem, unknown_fields
 from trainyard.contract.names import TRAINING_OPERATOR_JOB_LABEL
 
 API_GROUP = "kubeflow.org"
@@ -182,22 +182,11 @@ def _camel(specs: dict[str, Any], jk: JobKind) -> dict[str, Any]:
 def admission_problems(doc: dict) -> list[str]:
     """What the operator's webhook (or MPIJob validation) would refuse, as 'field: message'."""
     jk = job_kind(doc)
-    problems: list[str] = []
-    name = _name(doc)
-    if not is_dns1035_label(name):
-        problems.append(
-            f"metadata.name: {name!r} must be a DNS-1035 label: at most 63 characters, lower case letters, "
-            "digits and '-', starting with a letter and ending with a letter or digit"
-        )
+    problems = [p for p in (name_problem(_name(doc)),) if p]
     spec = doc.get("spec")
     if not isinstance(spec, dict):
         return [*problems, "spec: required"]
-    for key in spec:
-        if key not in jk.spec_fields:
-            problems.append(
-                f"spec.{key}: not a field of {jk.kind} (known: {', '.join(sorted(jk.spec_fields))}); "
-                "the API server would drop it"
-            )
+    problems += unknown_fields(spec, jk.spec_fields, "spec", jk.kind)
     run_policy = spec.get("runPolicy")
     if isinstance(run_policy, dict):
         for key in run_policy:

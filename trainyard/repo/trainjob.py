@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from trainyard.contract.errors import CheckFailed
-from trainyard.contract.k8s import ENV_NAME, is_dns1035_label
+from trainyard.contract.k8s import ENV_NAME, is_dns1035_label, name_problem, unknown_fields
 from trainyard.contract.quantity import QuantityError, parse_quantity
 from trainyard.repo import jobset as js_
 from trainyard.repo import strategic_merge
@@ -143,8 +143,7 @@ def _trainer_problems(trainer: object) -> list[str]:
         return []
     if not isinstance(trainer, dict):
         return ["spec.trainer: must be a mapping"]
-    out = [f"spec.trainer.{k}: not a field of Trainer (known: {', '.join(sorted(TRAINER_FIELDS))})"
-           for k in trainer if k not in TRAINER_FIELDS]  # fmt: skip
+    out = unknown_fields(trainer, TRAINER_FIELDS, "spec.trainer", "Trainer")
     image = trainer.get("image")
     if image is not None and (not isinstance(image, str) or not image or len(image) > 500):
         out.append("spec.trainer.image: must be an image reference of at most 500 characters")
@@ -240,18 +239,11 @@ def _container_names(runtime: dict) -> dict[str, set[str]]:
 def admission_problems(job: dict, runtime: dict | None = None) -> list[str]:
     """What the API server and Trainer's webhook refuse, as 'field: message'. Without ``runtime``
     (not found) the rules that need it are skipped; the caller reports the missing runtime."""
-    out: list[str] = []
-    name = _name(job)
-    if not is_dns1035_label(name):
-        out.append(
-            f"metadata.name: {name!r} must match RFC 1035 DNS label format and be no more than 63 characters "
-            "(lower case letters, digits and '-', starting with a letter)"
-        )
+    out = [p for p in (name_problem(_name(job)),) if p]  # trainjob_types.go: RFC 1035, at most 63
     spec = job.get("spec")
     if not isinstance(spec, dict):
         return [*out, "spec: required"]
-    out += [f"spec.{k}: not a field of TrainJob (known: {', '.join(sorted(SPEC_FIELDS))}); the API server would drop it"
-            for k in spec if k not in SPEC_FIELDS]  # fmt: skip
+    out += unknown_fields(spec, SPEC_FIELDS, "spec", "TrainJob")
     ref = spec.get("runtimeRef")
     if not isinstance(ref, dict) or not isinstance(ref.get("name"), str) or not 1 <= len(ref["name"]) <= 253:
         out.append("spec.runtimeRef.name: required (the ClusterTrainingRuntime to run, e.g. trainyard-tcp)")
