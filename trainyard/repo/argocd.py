@@ -13,7 +13,11 @@ repository uses, and refuses (with a message) the parts it does not emulate inst
   without a namespace get ``spec.destination.namespace``. Applications and ApplicationSets
   found among the rendered resources are followed in turn (app of apps); a path already
   rendered (the root app managing itself) is not rendered twice. Other sources (Helm charts,
-  other repositories) cannot be fetched offline: they are listed with their pinned revision.
+  other repositories) cannot be fetched offline: they are listed with their pinned revision. So
+  is a platform folder whose kustomizations fetch remote resources (a release manifest by URL,
+  which Argo CD's repo server downloads while building): its URLs are listed with the ref they
+  pin and the ``images`` pins its kustomizations set; a job folder (an ApplicationSet's) is built
+  as it is and fails on them.
   ``spec.sources``, ``spec.source.kustomize``/``helm``/``plugin`` on this repository's sources
   are reported as not emulated.
 - ``ApplicationSet``: the git directory generator (``generators[].git.directories`` with
