@@ -241,7 +241,7 @@ def test_every_trainer_container_is_mutated_and_nothing_else(roce):
         "image": "fluent/fluent-bit:3.1.4",
         "env": [{"name": "NCCL_SOCKET_IFNAME", "value": "eth0"}],
     }
-    init = {"name": "fetch", "image": TRAINER}
+    init = {"name": "fetch", "image": "busybox:1.36"}  # trainer-image init containers: test_engine_trainjob.py
     p = pod(trainer("a", gpus=1), sidecar, trainer("b", gpus=1), initContainers=[init])
     out, _ = run(p, roce)
     a, logs, b = out["spec"]["containers"]
