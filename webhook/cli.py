@@ -6,13 +6,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from trainyard.contract.argv import bounded_int
+from trainyard.contract.argv import AddParser, bounded_int
 
 MAX_DAYS = 36500  # the CA lives twice as long; both stay far below X.509's year 9999
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+def register(add_parser: AddParser) -> None:
+    p = add_parser(
         "certs",
         help="write a local CA and a serving certificate (ca.crt, tls.crt, tls.key)",
         description="Write ca.crt, tls.crt and tls.key for running the webhook locally. "
@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=_certs)
 
-    p = sub.add_parser(
+    p = add_parser(
         "serve",
         help="serve the mutating webhook over TLS",
         description="Serve POST /mutate (AdmissionReview v1), /healthz, /readyz and /metrics over TLS 1.2+. "
@@ -64,7 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.set_defaults(func=_serve)
 
-    p = sub.add_parser(
+    p = add_parser(
         "mutate",
         help="run the webhook on a file: AdmissionReview -> response, Pod -> mutated Pod",
         description="An AdmissionReview in gives the response the server would give; a Pod (YAML or JSON) "
