@@ -104,7 +104,7 @@ def test_demo_end_to_end(tmp_path):
     assert s["last_loss"] < s["first_loss"]
     assert "resumed from committed step" in r.stdout
     n = s["resumed_from"]  # the report names the same step twice: what was committed, what resumed
-    assert f"fault: killed smoke-ddp-worker-0 after step {n} was committed; resumed from committed step {n}" in r.stdout
+    assert f"fault: killed {killed['pod']} after step {n} was committed; resumed from committed step {n}" in r.stdout
     assert "collective traffic: net1 carried" in r.stdout or not s["isolated"]
     assert leftovers(s["cluster_id"], workdir) == []
 
