@@ -16,6 +16,11 @@ DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0
 DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 # validation.go IsEnvVarName: "[-._a-zA-Z][-._a-zA-Z0-9]*"
 ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
+# validation.go IsQualifiedName: [prefix/]name, prefix a DNS-1123 subdomain, name at most 63
+# characters of "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]" (label keys, toleration keys, resource
+# names, topology keys)
+QUALIFIED_NAME_PART = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+QUALIFIED_NAME_MAX = 63
 
 
 def is_dns1123_label(value: object) -> bool:
@@ -32,6 +37,15 @@ def is_dns1123_subdomain(value: object) -> bool:
 
 def is_dns1035_label(value: object) -> bool:
     return isinstance(value, str) and len(value) <= DNS1123_LABEL_MAX and DNS1035_LABEL.fullmatch(value) is not None
+
+
+def is_qualified_name(value: object) -> bool:
+    if not isinstance(value, str):
+        return False
+    prefix, slash, name = value.rpartition("/")
+    if slash and not is_dns1123_subdomain(prefix):
+        return False
+    return len(name) <= QUALIFIED_NAME_MAX and QUALIFIED_NAME_PART.fullmatch(name) is not None
 
 
 def name_problem(name: object) -> str | None:
