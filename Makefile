@@ -4,12 +4,16 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
-# extras to install; CI jobs that only check the repository use EXTRAS=repo (no torch)
+# extras to install for `make setup` and `make validate`; CI jobs that only check the repository
+# use EXTRAS=repo (no torch). test, demo, lint and bench always need (and install) dev.
 EXTRAS ?= dev
+# One stamp per extras set installed: switching EXTRAS installs what the other set lacks.
+STAMP   = $(VENV)/.installed-$(1)
 PREVIEWS ?= previews
 
 .DEFAULT_GOAL := help
+# the install stamps are real targets, never intermediate files to delete
+.PRECIOUS: $(VENV)/.installed-%
 .PHONY: help setup test demo lint validate bench tools clean
 
 help:
@@ -21,14 +25,14 @@ help:
 	@echo "make setup     create .venv and install .[dev] (done by the targets above)"
 
 # A second run is a no-op unless pyproject.toml changed.
-$(STAMP): pyproject.toml
+$(VENV)/.installed-%: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "trainyard needs Python >= 3.11; set PYTHON=/path/to/python3.11")'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[$(EXTRAS)]'
-	@touch $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[$*]'
+	@touch $@
 
-setup: $(STAMP)
+setup: $(call STAMP,$(EXTRAS))
 
 # kustomize is the one system tool the repository needs; say so clearly when it is missing.
 tools:
@@ -37,22 +41,22 @@ tools:
 	  echo "       install one of them: https://kubectl.docs.kubernetes.io/installation/kustomize/"; \
 	  exit 2; }
 
-test: setup tools
+test: $(call STAMP,dev) tools
 	$(BIN)/python -m pytest -q
 
 # Render and check every cluster; write each job's pod preview to $(PREVIEWS)/ (git-ignored).
-validate: setup tools
+validate: $(call STAMP,$(EXTRAS)) tools
 	rm -rf $(PREVIEWS)
 	$(BIN)/trainyard validate --previews $(PREVIEWS)
 
-demo: setup tools
+demo: $(call STAMP,dev) tools
 	$(BIN)/trainyard demo
 
-lint: setup
+lint: $(call STAMP,dev)
 	$(BIN)/ruff check .
 
 # Figures for the README; each script writes its table to bench/results/.
-bench: setup
+bench: $(call STAMP,dev)
 	@command -v wrk >/dev/null 2>&1 && command -v hey >/dev/null 2>&1 || { \
 	  echo "error: the HTTPS benchmark needs the load generators wrk and hey (Debian: apt-get install wrk hey)"; \
 	  exit 2; }

@@ -13,9 +13,10 @@ On a GPU (the figures the README should quote):
 
     python bench/trainer_gpu.py
 
-On CPU, to check that the script works (figures meaningless for GPUs):
+On CPU (the README's CPU figures: the largest model of the trainer, at a short sequence):
 
-    python bench/trainer_gpu.py --device cpu
+    python bench/trainer_gpu.py --device cpu --model gpt-125m --steps 16 --batch-size 2 --seq-len 64 \
+        --checkpoint-every 4
 """
 
 from __future__ import annotations
@@ -31,6 +32,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench.results import publish  # noqa: E402
+
 WARMUP = 5
 
 
@@ -44,6 +50,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--checkpoint-every", type=int, default=20)
     p.add_argument("--out", help="keep the runs here (default: a temporary directory)")
     p.add_argument("--json", action="store_true", help="print the results as JSON too")
+    p.add_argument("--table", help="where the table goes (default: bench/results/trainer_<device>.md)")
     return p.parse_args()
 
 
@@ -119,20 +126,25 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="trainer-bench-") as tmp:
             results = [run_mode(args, Path(tmp), m) for m in ("sync", "async")]
 
-    print(f"device: {device}")
-    print(
-        f"model {args.model}, global batch {args.batch_size}, {args.steps} steps (first {WARMUP} not counted), "
-        f"checkpoint every {args.checkpoint_every} steps ({results[0]['checkpoint_bytes'] / 2**20:.0f} MiB each)"
-    )
-    print()
-    header = ("checkpoints", "tokens/s (median step)", "tokens/s incl. stalls", "step ms", "stall ms (median)")
-    print("| " + " | ".join((*header, "save total ms")) + " |")
-    print("|---|---:|---:|---:|---:|---:|")
+    rows = [
+        f"device: {device}",
+        f"model {args.model}, global batch {args.batch_size}"
+        + (f", {args.seq_len} tokens per sample" if args.seq_len else "")
+        + f", {args.steps} steps (first {WARMUP} not counted), checkpoint every {args.checkpoint_every} steps "
+        f"({results[0]['checkpoint_bytes'] / 2**20:.0f} MiB each, model and AdamW state)",
+        "",
+        f"`python bench/trainer_gpu.py {shlex.join(sys.argv[1:])}`".replace(" `", "`"),
+        "",
+        "| checkpoints | tokens/s (median step) | tokens/s incl. stalls | step ms | stall ms (median) "
+        "| save total ms |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     for r in results:
-        print(
+        rows.append(
             f"| {r['mode']} | {r['tokens_per_s_median']:,.0f} | {r['tokens_per_s_with_stalls']:,.0f} | "
             f"{r['step_ms_median']:.1f} | {r['stall_ms_median']:.0f} | {r['save_total_ms_median']:.0f} |"
         )
+    publish("\n".join(rows), args.table or REPO / "bench" / "results" / f"trainer_{args.device}.md")
     if args.json:
         print(json.dumps({"device": device, "model": args.model, "results": results}, indent=2))
 

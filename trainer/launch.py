@@ -18,9 +18,9 @@ How the pod's env becomes torchrun's arguments (:func:`plan`):
 - Restarts: ``--max-restarts``, else PET_MAX_RESTARTS, else 3.
 - GLOO_SOCKET_IFNAME follows NCCL_SOCKET_IFNAME when unset, so gloo (CPU jobs, checkpoint
   coordination) uses the fabric interface too.
-- TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 unless set: each restart of the worker group gets a fresh
-  store for its process group. With the store torchrun shares by default, restarted workers find
-  the previous attempt's keys and hang in (or fail) process-group set-up.
+- TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 unless set: each restart of the worker group gets a store of
+  its own, served by its rank 0, instead of the agent's store that outlives restarts. The trainer
+  is safe under either (``trainer.rounds``); a store per round simply holds nothing stale.
 
 Standard library only: it runs before torch is imported.
 """
@@ -34,6 +34,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from trainer import options
 from trainer.interfaces import gloo_ifname, route_source
 from trainer.preflight import visible_gpus
 from trainyard.contract.errors import UserError
@@ -179,7 +180,7 @@ def plan(
 
     if "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" not in env:
         # torchrun otherwise hands every restart of the workers the same store, still holding the
-        # keys of the previous attempt: the new process group then hangs or connects to dead ports.
+        # keys of earlier rounds; train sets its group up in a namespace of its own round either way.
         extra_env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
     if env.get(SOCKET_IFNAME) and not env.get(GLOO_SOCKET_IFNAME):
         gloo = gloo_ifname(env[SOCKET_IFNAME])
@@ -210,6 +211,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(opts: argparse.Namespace, train_args: Sequence[str], env: Mapping[str, str] | None = None) -> int:
     env = os.environ if env is None else env
+    # Refuse train arguments here, once, with exit 2: in the workers each rank would print the error
+    # and torchrun would restart the group on it until --max-restarts is spent.
+    options.parse(train_args, prog="trainyard launch: train arguments (after --)")
     the_plan = plan(
         env,
         train_args,

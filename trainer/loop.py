@@ -20,8 +20,8 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
+from trainer import PROCESS_STARTED, distributed, models
 from trainer import data as datasets
-from trainer import distributed, models
 from trainer.checkpoint import Checkpointer, Progress, Saved
 from trainer.options import TrainConfig
 from trainer.runlog import RunLog
@@ -113,6 +113,7 @@ class Trainer:
             self.optimizer, warmup_cosine(cfg.warmup, cfg.max_steps, cfg.min_lr_ratio)
         )
         self.progress = Progress()
+        self.load_ms = 0.0
         self.ckpt = Checkpointer(
             cfg.checkpoint_dir,
             every=cfg.checkpoint_every,
@@ -128,7 +129,9 @@ class Trainer:
 
     def resume(self) -> None:
         cfg, world, p = self.cfg, self.world, self.progress
+        t0 = time.perf_counter()
         rng_restored = self.ckpt.resume()
+        self.load_ms = (time.perf_counter() - t0) * 1000
         if p.resumed_from is None:
             torch.manual_seed(cfg.seed * 1_000_003 + world.rank + 1)  # each rank its own dropout stream
             return
@@ -213,10 +216,20 @@ class Trainer:
                 restart=int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")),
                 resumed_from=p.resumed_from,
                 max_steps=cfg.max_steps,
+                process_started=round(PROCESS_STARTED, 3),
+                group_ready=round(world.group_ready, 3),
+                setup_ms=round(world.setup_ms, 1),
             )
         )
         if p.resumed_from is not None:
-            log.record(reports.Resume(step=p.resumed_from, path=str(p.resumed_path), world_size=world.world_size))
+            log.record(
+                reports.Resume(
+                    step=p.resumed_from,
+                    path=str(p.resumed_path),
+                    world_size=world.world_size,
+                    load_ms=round(self.load_ms, 1),
+                )
+            )
         log.info(
             f"training {cfg.model} ({cfg.strategy}, {world.backend} on {world.device.type}, world size "
             f"{world.world_size}, global batch {cfg.batch_size} = {world.world_size} x {cfg.grad_accum} x "

@@ -1,42 +1,82 @@
-"""Parse NCCL_DEBUG=INFO logs: which transport NCCL really chose, and why.
+"""Parse NCCL_DEBUG=INFO logs of every NCCL release from 2.4 to 2.30: which transport NCCL chose, and why.
 
-NCCL prefixes its lines with ``host:pid:tid [cudaDev]``; a pod's log interleaves the lines of
-every local rank, and an operator may collect several pods into one file, so everything is kept
-per process (host, pid). ``trainyard nccl-report`` prints the result; the train loop calls
-:func:`verify_own_log` on its own NCCL_DEBUG_FILE after the first collective.
+NCCL writes ``host:pid:tid [cudaDev] NCCL INFO message`` (NVIDIA/nccl ``src/debug.cc``, every
+tag v2.4.2-1 .. v2.30.7-1; from 2.26 WARN lines may start with a ``[%F %T] `` time stamp, and
+2.30 adds ``(function)`` after a WARN's ``file:line``). The line is found by its ``NCCL INFO`` /
+``NCCL WARN`` marker wherever it stands, so what launchers and people add around it does not
+matter: ``kubectl logs --prefix --timestamps`` (``[pod/p/c] 2026-...Z ``), mpirun's
+``[1,0]<stdout>:``, a redacted host name, a stripped ``host:pid:tid`` (then the process is known
+by its GPU), or the lines of several ranks glued together. A pod's log interleaves the lines of
+every local rank, and several pods may be pasted into one file, so everything is kept per process.
 
-Standard library only.
+What changed over the releases (each format quoted from NVIDIA/nccl at the tag named):
+
+- version: a bare ``NCCL version 2.x.y+cudaA.B`` on stdout up to 2.21, an INFO line from 2.22
+  (``src/init.cc:showVersion``);
+- network: ``Using internal Network IB`` (2.3), ``Using network IB|Socket|<plugin>`` (2.6+);
+- ``NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:addr<0>`` (2.4-2.11), ``... /RoCE [RO]; OOB`` (2.12+),
+  merged NICs ``[0]={[0] mlx5_2:1/RoCE, [1] mlx5_3:1/RoCE}`` (2.20-2.23), link ``UNSPECIFIED``
+  (2.24+), ``[0]mlx5_0:1:0:1/RoCE`` with rail and plane (2.30); 2.24+ prints ``No device found.``
+  and then an empty ``Using ; OOB``; 2.3 listed ``NET/IB: [0] mlx5_1:1/IB`` one per line;
+- connections (``src/transport/net.cc``): ``Ring 00 : 3 -> 0 [send] via NET/IB/0/GDRDMA`` (2.4),
+  ``Ring 00 : 1[3d000] -> 0[1a000] ...`` (2.5-2.6), ``Channel 00 : ...`` (2.7-2.11),
+  ``Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0(1)/GDRDMA(PCI)/Shared`` (2.12+); intra-node
+  ``via P2P/IPC``, ``via direct shared memory`` (up to 2.12), ``via SHM/direct/direct`` (2.13+);
+- ``comm 0x.. rank r nranks n cudaDev d ... - Init COMPLETE`` with a function name before it from
+  2.21 and ``[Rank r]`` before ``Init START`` in 2.30; ``Bootstrap : Using`` became
+  ``Bootstrap: Using`` in 2.24.
+
+``trainyard nccl-report`` prints the result; the train loop calls :func:`verify_own_log` on its
+own NCCL_DEBUG_FILE after the first collective. Standard library only; the parse is linear in the
+input and a line is cut at 64 KiB.
 """
 
 from __future__ import annotations
 
+import io
 import re
+import sys
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TextIO
 
-PREFIX = re.compile(
-    r"(?P<host>[A-Za-z0-9][\w.\-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>[^\]]*)\] "
-    r"(?:(?P<src>[\w./\-]+\.(?:cc|c|h|cu):\d+) )?NCCL (?P<level>INFO|WARN|ABORT|TRACE) ?(?P<msg>.*)$"
+MAX_LINE = 64 * 1024  # NCCL's own lines are far shorter (its buffer is a few KiB)
+MAX_MESSAGE = 4096
+HEAD_WINDOW = 320  # how far before a marker the host:pid:tid [dev] file:line head may start
+
+MARKER = re.compile(r"NCCL (?P<level>INFO|WARN|ABORT|TRACE)\b ?")
+# The head before a marker, matched at the end of a bounded window.
+HEAD = re.compile(
+    r"(?:(?P<host>[^\s:]{1,128}):(?P<pid>\d{1,10}):(?P<tid>\d{1,10}) )?"
+    r"\[(?P<dev>\d{1,5})\] "
+    r"(?:\d+\.\d+ )?"  # TRACE lines carry a time
+    r"(?:(?P<src>[\w./\-]{1,200}\.(?:cc|cpp|cu|c|h):\d{1,7})(?: \([^()]{0,200}\))? )?$"
 )
-VERSION = re.compile(r"NCCL version (?P<version>\d+\.\d+\.\d+\S*)")
-BARE_VERSION = re.compile(r"^\s*NCCL version (?P<version>\d+\.\d+\.\d+\S*)\s*$")
-NET_IB_USING = re.compile(r"NET/(?P<plugin>IB\w*) ?: ?Using (?P<devs>.*?)\s*;\s*OOB (?P<oob>\S+?)(?:<\d+>)?\s*$")
-IB_DEVICE = re.compile(r"\[(?P<idx>\d+)\](?P<name>[\w.\-]+):(?P<port>\d+)/(?P<link>IB|RoCE)")
-NET_IB_NONE = re.compile(r"NET/IB\w* ?: ?No device found")
-NET_SOCKET_USING = re.compile(r"NET/Socket ?: ?Using (?P<devs>.*)$")
+VERSION = re.compile(r"NCCL version (?P<version>\d+\.\d+\.\d+[^\s,;]*)")
+NET_IB_USING = re.compile(r"^NET/(?P<plugin>IB\w*) ?: ?Using(?P<devs>.*?)\s*;\s*OOB (?P<oob>\S+?)(?:<\d+>)?\s*$")
+NET_IB_OLD_DEVICE = re.compile(r"^NET/(?P<plugin>IB\w*) ?: ?(?P<devs>\[\d+\] ?\S+:\d+/\w+)\s*$")  # 2.3
+NET_IB_SIDEBAND = re.compile(r"^NET/IB\w* ?: ?Using interface (?P<oob>\S+) for sideband")  # 2.3
+IB_DEVICE = re.compile(r"\[(?P<idx>\d+)\] ?(?P<name>[\w.\-]+):(?P<port>\d+)(?::\d+)*/(?P<link>IB|RoCE|UNSPECIFIED)")
+NET_IB_NONE = re.compile(r"^NET/IB\w* ?: ?No device found|^Failed to open libibverbs")
+NET_SOCKET_USING = re.compile(r"^NET/Socket ?: ?Using(?P<devs>.*)$")
 SOCKET_DEVICE = re.compile(r"\[(?P<idx>\d+)\](?P<name>[\w.\-@]+?):(?P<addr>\S+?)<\d+>")
-BOOTSTRAP = re.compile(r"Bootstrap ?: ?Using (?P<name>[\w.\-@]+?):(?P<addr>\S+?)<\d+>")
-USING_NETWORK = re.compile(r"Using network (?P<net>[\w ]+?)\s*$")
+BOOTSTRAP = re.compile(
+    r"^(?:Bootstrap|NET) ?: ?Using (?:interface )?(?:\[\d+\])?(?P<name>[\w.\-@]+?):(?P<addr>[^\s<]+)"
+)
+USING_NETWORK = re.compile(r"^Using (?:internal )?[Nn]etwork (?P<net>[\w .\-]+?)\s*$")
 COMM = re.compile(
-    r"comm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<dev>\d+)"
-    r"(?P<rest>.*?) - Init (?P<phase>START|COMPLETE)"
+    r"comm (?P<comm>\S+) rank (?P<rank>\d+) nranks (?P<nranks>\d+)"
+    r"(?: cudaDev (?P<dev>\d+))?(?P<rest>.*?) - Init (?P<phase>START|COMPLETE)"
 )
 BUSID = re.compile(r"busId (?P<busid>[0-9a-fA-F]+)")
 NNODES = re.compile(r"nRanks (?P<nranks>\d+) nNodes (?P<nnodes>\d+) localRanks (?P<local>\d+)")
-CHANNEL = re.compile(r"Channel \d+/\d+ : \d+\[\d+\] -> \d+\[\d+\](?: \[(?:send|receive)\])? via (?P<path>.+?)\s*$")
+PEER = r"\d+(?:\[[0-9a-fA-F]+\])?"
+CHANNEL = re.compile(
+    rf"^(?:Ring|Channel) \d+(?:/\d+)? : {PEER} -> {PEER}(?: \[(?:send|receive)\])? via (?P<path>\S.*?)\s*$"
+)
+ENV_SET = re.compile(r"^(?P<name>NCCL_\w+) set by environment to (?P<value>.*?)\.?\s*$")
 GDR_HCA = re.compile(
     r"GPU Direct RDMA (?P<state>Enabled|Disabled) for HCA (?P<idx>\d+) '(?P<name>[^']+)'(?: \((?P<why>[^)]*)\))?"
 )
@@ -117,7 +157,8 @@ class ProcessLog:
     """What the log says about one process (one host:pid)."""
 
     host: str
-    pid: int
+    pid: int | None  # None: the log lost its host:pid:tid (then ``device`` tells processes apart)
+    device: int | None = None
     files: list[str] = field(default_factory=list)
     version: str | None = None
     network: str | None = None  # from "Using network X"
@@ -131,6 +172,7 @@ class ProcessLog:
     nnodes: int | None = None
     paths: Counter[str] = field(default_factory=Counter)
     gdr_hcas: dict[str, str] = field(default_factory=dict)  # HCA -> "enabled" or "disabled (reason)"
+    env: dict[str, str] = field(default_factory=dict)  # "NCCL_X set by environment to V"
     warnings: list[NcclWarning] = field(default_factory=list)
 
     @property
@@ -145,6 +187,12 @@ class ProcessLog:
             return "Socket"
         if self.ib_no_device and self.socket_devices:
             return "Socket"
+        # Before 2.6 no line names the network: NCCL takes the first that finds a device, IB before
+        # sockets, unless NCCL_NET (2.10+) or NCCL_IB_DISABLE says otherwise.
+        if self.ib_devices and not self.ib_no_device:
+            if self.env.get("NCCL_NET", "").lower() == "socket" or self.env.get("NCCL_IB_DISABLE") == "1":
+                return "Socket" if self.socket_devices else None
+            return "IB"
         return None
 
     @property
@@ -183,7 +231,8 @@ class ProcessLog:
     def label(self) -> str:
         ranks = self.ranks
         who = f"rank {','.join(map(str, ranks))}" if ranks else "rank ?"
-        return f"{self.host}:{self.pid} ({who})"
+        where = f"{self.host}:{self.pid}" if self.pid is not None else f"(no host:pid) GPU {self.device}"
+        return f"{where} ({who})"
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -204,17 +253,20 @@ class ProcessLog:
 class Report:
     processes: list[ProcessLog]
     files: list[str]
+    bare_versions: list[str] = field(default_factory=list)  # NCCL version lines outside INFO lines
 
     def transports(self) -> Counter[str]:
         return Counter(p.transport or "unknown" for p in self.processes)
 
 
 def _path_key(path: str) -> str:
-    """Normalise a channel path: NET/IB/0/GDRDMA -> NET/IB/GDRDMA, P2P/IPC/read -> P2P/IPC/read."""
+    """Normalise a channel path: NET/IB/0(1)/GDRDMA(PCI) -> NET/IB/GDRDMA, direct shared memory -> SHM/direct."""
     parts = path.split("/")
     if parts[0] == "NET" and len(parts) >= 3:
         net = parts[1]
-        return f"NET/{net}/GDRDMA" if "GDRDMA" in parts[3:] else f"NET/{net}"
+        return f"NET/{net}/GDRDMA" if any(p.startswith("GDRDMA") for p in parts[3:]) else f"NET/{net}"
+    if path.startswith("direct shared memory"):
+        return "SHM/direct"
     return path
 
 
@@ -225,64 +277,103 @@ def explain(message: str) -> str | None:
     return None
 
 
-def parse_lines(
-    lines: Iterable[str], source: str = "<log>", into: dict | None = None
-) -> dict[tuple[str, int], ProcessLog]:
-    procs: dict[tuple[str, int], ProcessLog] = {} if into is None else into
-    bare_versions: list[str] = []
+def bounded_lines(fh: TextIO) -> Iterator[str]:
+    """The lines of ``fh``, each cut at MAX_LINE characters (the rest of an overlong line is skipped
+    without being held in memory)."""
+    while line := fh.readline(MAX_LINE):
+        if len(line) == MAX_LINE and not line.endswith("\n"):
+            while (rest := fh.readline(MAX_LINE)) and not rest.endswith("\n"):
+                pass
+        yield line
+
+
+def records(line: str) -> Iterator[tuple[re.Match[str], str, str]]:
+    """(head, level, message) of every NCCL line in ``line`` (several when output was glued)."""
+    found = []
+    for marker in MARKER.finditer(line):
+        lo = max(0, marker.start() - HEAD_WINDOW)
+        head = HEAD.search(line, lo, marker.start())
+        if head is not None:
+            found.append((head, marker))
+    for i, (head, marker) in enumerate(found):
+        end = found[i + 1][0].start() if i + 1 < len(found) else len(line)
+        yield head, marker.group("level"), line[marker.end() : min(end, marker.end() + MAX_MESSAGE)].strip()
+
+
+def parse_lines(lines: Iterable[str], source: str = "<log>", into: dict | None = None) -> dict[tuple, ProcessLog]:
+    return _parse(lines, source, {} if into is None else into, [])
+
+
+def _parse(lines: Iterable[str], source: str, procs: dict[tuple, ProcessLog], bare: list[str]) -> dict:
     seen: list[ProcessLog] = []
+    file_versions: list[str] = []
     for raw in lines:
-        line = raw.rstrip("\n")
-        m = PREFIX.search(line)
-        if not m:
-            v = BARE_VERSION.search(line)
-            if v:
-                bare_versions.append(v.group("version"))
+        line = raw[:MAX_LINE].rstrip("\r\n")
+        if "NCCL" not in line:
             continue
-        key = (m.group("host"), int(m.group("pid")))
-        proc = procs.get(key)
-        if proc is None:
-            proc = procs[key] = ProcessLog(host=key[0], pid=key[1])
-        if source not in proc.files:
-            proc.files.append(source)
-            seen.append(proc)
-        msg = m.group("msg")
-        if m.group("level") in ("WARN", "ABORT"):
-            proc.warnings.append(NcclWarning(message=msg.strip(), source=m.group("src"), explanation=explain(msg)))
-            continue
-        if (v := VERSION.search(msg)) is not None:
-            proc.version = v.group("version")
-        elif (u := NET_IB_USING.search(msg)) is not None:
-            proc.ib_plugin = u.group("plugin")
-            proc.ib_devices = [
-                {"name": d.group("name"), "port": d.group("port"), "link": d.group("link")}
-                for d in IB_DEVICE.finditer(u.group("devs"))
-            ]
-            proc.oob = u.group("oob")
-        elif NET_IB_NONE.search(msg):
-            proc.ib_no_device = True
-        elif (s := NET_SOCKET_USING.search(msg)) is not None:
-            proc.socket_devices = [
-                {"name": d.group("name"), "address": d.group("addr")} for d in SOCKET_DEVICE.finditer(s.group("devs"))
-            ]
-        elif (b := BOOTSTRAP.search(msg)) is not None:
-            proc.bootstrap = f"{b.group('name')}:{b.group('addr')}"
-        elif (n := USING_NETWORK.search(msg)) is not None:
-            proc.network = n.group("net").strip()
-        elif (c := COMM.search(msg)) is not None:
-            _comm(proc, c)
-        elif (ch := CHANNEL.search(msg)) is not None:
-            proc.paths[_path_key(ch.group("path"))] += 1
-        elif (g := GDR_HCA.search(msg)) is not None:
-            state = g.group("state").lower()
-            proc.gdr_hcas[g.group("name")] = f"{state} ({g.group('why')})" if g.group("why") else state
-        elif (nn := NNODES.search(msg)) is not None:
-            proc.nnodes = int(nn.group("nnodes"))
-    # NCCL prints the version bare on stdout ("NCCL version 2.21.5+cuda12.4") when it logs there.
-    if bare_versions:
+        got = False
+        for head, level, msg in records(line):
+            got = True
+            host, pid, dev = head.group("host") or "", head.group("pid"), int(head.group("dev"))
+            key = (host, int(pid)) if pid is not None else (host, None, dev)
+            proc = procs.get(key)
+            if proc is None:
+                proc = procs[key] = ProcessLog(host=host, pid=int(pid) if pid else None, device=None if pid else dev)
+            if source not in proc.files:
+                proc.files.append(source)
+                seen.append(proc)
+            if level in ("WARN", "ABORT"):
+                proc.warnings.append(NcclWarning(message=msg, source=head.group("src"), explanation=explain(msg)))
+            elif level == "INFO":
+                _info(proc, msg)
+        if not got and (v := VERSION.search(line)) is not None:
+            file_versions.append(v.group("version"))  # bare on stdout (up to 2.21, or NCCL_DEBUG=VERSION)
+    if file_versions:
+        bare.extend(file_versions)
         for proc in seen:
-            proc.version = proc.version or bare_versions[0]
+            proc.version = proc.version or file_versions[0]
     return procs
+
+
+def _info(proc: ProcessLog, msg: str) -> None:
+    if (v := VERSION.match(msg)) is not None:
+        proc.version = v.group("version")
+    elif (u := NET_IB_USING.search(msg)) is not None:
+        proc.ib_plugin = u.group("plugin")
+        proc.ib_devices = [
+            {"name": d.group("name"), "port": d.group("port"), "link": d.group("link")}
+            for d in IB_DEVICE.finditer(u.group("devs"))
+        ]
+        proc.oob = u.group("oob")
+    elif (o := NET_IB_OLD_DEVICE.search(msg)) is not None:
+        proc.ib_plugin = o.group("plugin")
+        proc.ib_devices += [
+            {"name": d.group("name"), "port": d.group("port"), "link": d.group("link")}
+            for d in IB_DEVICE.finditer(o.group("devs"))
+        ]
+    elif (sb := NET_IB_SIDEBAND.search(msg)) is not None:
+        proc.oob = sb.group("oob")
+    elif NET_IB_NONE.search(msg):
+        proc.ib_no_device = True
+    elif (s := NET_SOCKET_USING.search(msg)) is not None:
+        proc.socket_devices = [
+            {"name": d.group("name"), "address": d.group("addr")} for d in SOCKET_DEVICE.finditer(s.group("devs"))
+        ]
+    elif (b := BOOTSTRAP.search(msg)) is not None:
+        proc.bootstrap = f"{b.group('name')}:{b.group('addr')}"
+    elif (n := USING_NETWORK.search(msg)) is not None:
+        proc.network = n.group("net").strip()
+    elif (c := COMM.search(msg)) is not None:
+        _comm(proc, c)
+    elif (ch := CHANNEL.search(msg)) is not None:
+        proc.paths[_path_key(ch.group("path"))] += 1
+    elif (e := ENV_SET.search(msg)) is not None:
+        proc.env[e.group("name")] = e.group("value")
+    elif (g := GDR_HCA.search(msg)) is not None:
+        state = g.group("state").lower()
+        proc.gdr_hcas[g.group("name")] = f"{state} ({g.group('why')})" if g.group("why") else state
+    elif (nn := NNODES.search(msg)) is not None:
+        proc.nnodes = int(nn.group("nnodes"))
 
 
 def _comm(proc: ProcessLog, c: re.Match[str]) -> None:
@@ -296,23 +387,52 @@ def _comm(proc: ProcessLog, c: re.Match[str]) -> None:
             comm=c.group("comm"),
             rank=int(c.group("rank")),
             nranks=int(c.group("nranks")),
-            cuda_dev=int(c.group("dev")),
+            cuda_dev=int(c.group("dev")) if c.group("dev") else proc.device if proc.device is not None else -1,
             bus_id=busid.group("busid") if busid else None,
             complete=c.group("phase") == "COMPLETE",
         )
     )
 
 
+STDIN = "-"
+
+
+def _open(path: str | Path) -> TextIO:
+    if str(path) == STDIN:
+        return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
+    return Path(path).open(encoding="utf-8", errors="replace")
+
+
 def parse_files(paths: Iterable[str | Path]) -> Report:
-    procs: dict[tuple[str, int], ProcessLog] = {}
-    files = []
+    """Parse log files (``-``: standard input) into one report, processes ordered by rank."""
+    procs: dict[tuple, ProcessLog] = {}
+    files: list[str] = []
+    bare: list[str] = []
     for path in paths:
-        p = Path(path)
-        files.append(str(p))
-        with p.open(encoding="utf-8", errors="replace") as fh:
-            parse_lines(fh, source=str(p), into=procs)
-    ordered = sorted(procs.values(), key=lambda pr: (min(pr.ranks) if pr.ranks else 1 << 30, pr.host, pr.pid))
-    return Report(processes=ordered, files=files)
+        name = "<stdin>" if str(path) == STDIN else str(path)
+        files.append(name)
+        with _open(path) as fh:
+            _parse(bounded_lines(fh), name, procs, bare)
+    ordered = sorted(
+        procs.values(), key=lambda pr: (min(pr.ranks) if pr.ranks else 1 << 30, pr.host, pr.pid or -1, pr.device or -1)
+    )
+    return Report(processes=ordered, files=files, bare_versions=bare)
+
+
+def no_lines_message(report: Report) -> str | None:
+    """Why ``report`` says nothing (its input holds no NCCL line), or None when it has processes."""
+    if report.processes:
+        return None
+    where = ", ".join(report.files)
+    if report.bare_versions:
+        return (
+            f"{where}: only the line 'NCCL version {report.bare_versions[0]}': NCCL logged at NCCL_DEBUG=VERSION "
+            "(or WARN, without warnings); run with NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=INIT,NET to see the transport"
+        )
+    return (
+        f"{where}: no NCCL lines (lines like 'host:pid:tid [0] NCCL INFO ...'); pass the log of a run with "
+        "NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=INIT,NET (the pod's log, or the NCCL_DEBUG_FILE files)"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -327,6 +447,10 @@ class Verdict:
 
 def _why_not_ib(proc: ProcessLog) -> str:
     reasons = []
+    if proc.env.get("NCCL_IB_DISABLE", "").strip() == "1":
+        reasons.append("NCCL_IB_DISABLE=1 is set in the process's environment: it turns the IB transport off.")
+    if proc.env.get("NCCL_NET", "").strip().lower() == "socket":
+        reasons.append("NCCL_NET=Socket is set in the process's environment: it forces TCP sockets.")
     if proc.ib_no_device:
         reasons.append("'NET/IB : No device found.': " + NO_IB_DEVICE)
     for w in proc.warnings:
@@ -395,7 +519,7 @@ def verify_own_log(log_path: str | Path, pid: int, expect: str | None, allow_fal
         return Verdict("warning", f"could not verify the NCCL transport: {path} does not exist")
     with path.open(encoding="utf-8", errors="replace") as fh:
         procs = parse_lines(fh, source=str(path))
-    mine = [p for (host, p_pid), p in procs.items() if p_pid == pid]
+    mine = [p for p in procs.values() if p.pid == pid]
     return transport_verdict(mine[0] if mine else None, expect, allow_fallback)
 
 

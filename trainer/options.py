@@ -4,8 +4,10 @@ builds its --help from this module."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import NoReturn
 
 from trainyard.contract.errors import UserError
 
@@ -165,3 +167,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def from_args(args: argparse.Namespace) -> TrainConfig:
     fields = TrainConfig.__dataclass_fields__
     return validate(TrainConfig(**{k: v for k, v in vars(args).items() if k in fields}))
+
+
+class _RefusingParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are UserErrors (one line, exit 2) instead of an exit."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UserError(f"{self.prog}: {message} (see `trainyard train --help`)")
+
+
+def parse(argv: Sequence[str], prog: str = "trainyard train") -> TrainConfig:
+    """The configuration ``train`` would make of ``argv``; a UserError where train would refuse them
+    (what depends on the world size, such as --batch-size, is checked when training starts)."""
+    parser = _RefusingParser(prog=prog, add_help=False)
+    add_arguments(parser)
+    args = parser.parse_args(list(argv))
+    try:
+        return from_args(args)
+    except UserError as exc:
+        raise UserError(f"{prog}: {exc}") from None

@@ -10,6 +10,7 @@ exit 1), error (the configuration itself is unusable: exit 2).
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import re
 import resource
@@ -27,7 +28,7 @@ from trainyard.contract.names import (
     SHM_PATH,
     TRANSPORTS,
 )
-from trainyard.contract.nccl import SOCKET_IFNAME, lint_env
+from trainyard.contract.nccl import SOCKET_IFNAME, TRAINER_NCCL, NcclVersion, lint_env
 from trainyard.contract.reports import CheckResult as Check
 from trainyard.contract.reports import preflight_json
 
@@ -65,6 +66,16 @@ def expected_transport(env: Mapping[str, str]) -> str | None:
     return value or None
 
 
+def installed_nccl() -> NcclVersion | None:
+    """The NCCL of torch's nvidia-nccl wheel, from its metadata (torch is not imported)."""
+    for dist in ("nvidia-nccl-cu13", "nvidia-nccl-cu12"):
+        try:
+            return NcclVersion.parse(importlib.metadata.version(dist))
+        except (importlib.metadata.PackageNotFoundError, ValueError):
+            continue
+    return None
+
+
 def check_nccl_env(env: Mapping[str, str]) -> Check:
     expect = expected_transport(env)
     if expect is not None and expect not in TRANSPORTS:
@@ -74,8 +85,9 @@ def check_nccl_env(env: Mapping[str, str]) -> Check:
             f"{ENV_EXPECT_TRANSPORT}={expect!r} is not a transport trainyard knows",
             f"set {ENV_EXPECT_TRANSPORT} to one of {', '.join(TRANSPORTS)} (the fabric profile's spec.transport)",
         )
-    nccl = {k: v for k, v in env.items() if k.startswith(("NCCL_", "TORCH_NCCL_"))}
-    findings = lint_env(nccl, expect_transport=expect)
+    nccl = {k: v for k, v in env.items() if k.startswith(("NCCL_", "TORCH_NCCL_")) or k == "UCX_TLS"}
+    version = installed_nccl() or TRAINER_NCCL
+    findings = lint_env(nccl, expect_transport=expect, nccl_version=version)
     errors = [f for f in findings if f.severity == "error"]
     warnings = [f for f in findings if f.severity == "warning"]
     if errors:
@@ -87,7 +99,7 @@ def check_nccl_env(env: Mapping[str, str]) -> Check:
         )
     if warnings:
         return Check("nccl-env", "warn", "; ".join(f.message for f in warnings))
-    return Check("nccl-env", "pass", f"{len(nccl)} NCCL variable(s), none known to be wrong")
+    return Check("nccl-env", "pass", f"{len(nccl)} NCCL variable(s), none known to be wrong for NCCL {version}")
 
 
 def _mount_of(path: Path) -> tuple[str, str] | None:
@@ -302,6 +314,8 @@ def requested_gpus(env: Mapping[str, str]) -> int | None:
 
 
 def check_gpus(env: Mapping[str, str], expect: int | None) -> Check:
+    if expect is not None and expect < 0:
+        return Check("gpus", "error", f"{expect} GPU(s) requested", "request 0 or more GPUs (--gpus N)")
     visible = visible_gpus(env)
     requested = expect if expect is not None else requested_gpus(env)
     nproc = (env.get("PET_NPROC_PER_NODE") or "").strip()

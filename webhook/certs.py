@@ -115,6 +115,8 @@ def generate(
     ``dns`` and ``ips`` are the serving certificate's subject alternative names (default:
     localhost and 127.0.0.1). Pass ``ca`` to sign with an existing CA instead of a new one.
     """
+    if not 1 <= days <= 36500:
+        raise UserError(f"--days {days}: a certificate must be valid for 1 to 36500 days")
     dns = list(dns or [])
     try:
         addresses = [ipaddress.ip_address(ip) for ip in (ips or [])]

@@ -6,12 +6,15 @@ import argparse
 import sys
 from pathlib import Path
 
+from trainyard.contract.argv import AddParser, bounded_int
 from trainyard.contract.errors import UserError
 from webhook.defaults import HANDSHAKE_TIMEOUT, MAX_CONNECTIONS, REQUEST_TIMEOUT, SERVICE_DNS_NAME, Limits
 
+MAX_DAYS = 36500  # the CA lives twice as long; both stay far below X.509's year 9999
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+
+def register(add_parser: AddParser) -> None:
+    p = add_parser(
         "certs",
         help="write a local CA and a serving certificate (ca.crt, tls.crt, tls.key)",
         description="Write ca.crt, tls.crt and tls.key for running the webhook locally. "
@@ -20,10 +23,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="directory to write into (created)")
     p.add_argument("--dns", action="append", default=[], metavar="NAME", help="DNS subject alternative name")
     p.add_argument("--ip", action="append", default=[], metavar="ADDR", help="IP subject alternative name")
-    p.add_argument("--days", type=int, default=365, help="validity of the serving certificate (default 365)")
+    p.add_argument(
+        "--days",
+        type=bounded_int(1, MAX_DAYS, "a number of days"),
+        default=365,
+        help="validity of the serving certificate in days, 1 to 36500 (default 365)",
+    )
     p.set_defaults(func=_certs)
 
-    p = sub.add_parser(
+    p = add_parser(
         "serve",
         help="serve the mutating webhook over TLS",
         description="Serve POST /mutate (AdmissionReview v1), /healthz, /readyz and /metrics over TLS 1.2+. "
@@ -34,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--profile", required=True, metavar="NAME", help="default profile for unlabelled pods")
     p.add_argument("--tls-dir", required=True, metavar="DIR", help="directory holding tls.crt and tls.key")
     p.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
-    p.add_argument("--port", type=int, default=8443, help="port (default 8443)")
+    p.add_argument("--port", type=bounded_int(1, 65535, "a port number"), default=8443, help="port (default 8443)")
     p.add_argument(
         "--reload-interval",
         type=float,
@@ -59,14 +67,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--probe-port",
-        type=int,
+        type=bounded_int(1, 65535, "a port number"),
         metavar="PORT",
         help="also serve /healthz, /readyz and /metrics over plain HTTP on this port, from a thread of "
         "their own (base/webhook points the kubelet's probes and Prometheus at it)",
     )
     p.add_argument(
         "--max-connections",
-        type=int,
+        type=bounded_int(1, 1_000_000, "a number of connections"),
         default=MAX_CONNECTIONS,
         metavar="N",
         help="connections kept open at once; past it the oldest that has not completed a request is closed "
@@ -89,7 +97,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.set_defaults(func=_serve)
 
-    p = sub.add_parser(
+    p = add_parser(
         "mutate",
         help="run the webhook on a file: AdmissionReview -> response, Pod -> mutated Pod",
         description="An AdmissionReview in gives the response the server would give; a Pod (YAML or JSON) "
@@ -113,8 +121,8 @@ def _certs(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     from webhook.server import serve
 
-    if args.max_connections < 1 or args.tls_handshake_timeout <= 0:
-        raise UserError("--max-connections must be at least 1 and --tls-handshake-timeout above 0")
+    if args.tls_handshake_timeout <= 0:
+        raise UserError("--tls-handshake-timeout must be above 0")
     limits = Limits(
         max_connections=args.max_connections,
         handshake_timeout=args.tls_handshake_timeout,

@@ -13,8 +13,10 @@ reference, a quantity Kubernetes would not accept, a networks annotation Multus 
 containers than :data:`MAX_CONTAINERS`) is denied with a message naming the field: never
 admitted without its fabric.
 
-Rules (each a function below, applied to the trainer containers only; init containers and
-sidecars are never touched):
+Rules (each a function below, applied to the trainer containers only; other containers and
+sidecars are never touched; an init container that runs a trainer image, such as a TrainJob
+runtime's preflight, gets the env, the /dev/shm mount and the capabilities, so that it checks
+the pod its trainer will run in):
 
 - networks: keep every attachment the pod asks for, in order; add the profile's; give the fabric
   attachment an interface that no other attachment gets and that is not ``eth0`` or ``lo``
@@ -24,7 +26,8 @@ sidecars are never touched):
 - capabilities: the profile's (IPC_LOCK) appended to ``securityContext.capabilities.add``;
 - /dev/shm: a memory-backed emptyDir sized by the profile's rule, unless one is mounted;
 - RDMA resources for containers that ask for GPUs; a GPU toleration for GPU pods;
-- topology: co-locate the job's pods, spread them over hosts.
+- topology: co-locate the job's pods, spread them over hosts; nothing when Kueue places the pod
+  (its topology scheduling gate is on the pod): Kueue has already chosen the pod's domain.
 
 The patch is built from explicit ``add`` operations against the pod as received (one
 ``replace`` where an enforced env var comes from ``valueFrom``): never by diffing documents.
@@ -33,7 +36,7 @@ A pod the engine already mutated yields no operations.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import lru_cache
@@ -46,6 +49,8 @@ from trainyard.contract.names import (
     ENV_FABRIC,
     ENV_SHM_BYTES,
     FABRIC_LABEL,
+    JOB_LABELS,
+    KUEUE_TOPOLOGY_GATE,
     MIRROR_ANNOTATION,
     OPT_OUT_ANNOTATION,
     OPT_OUT_GROUP,
@@ -54,7 +59,6 @@ from trainyard.contract.names import (
     OPT_OUT_VERB,
     SHM_PATH,
     SHM_VOLUME,
-    TRAINING_OPERATOR_JOB_LABEL,
     asks_opt_out,
     requested_fabric,
 )
@@ -179,12 +183,16 @@ def _cname(container: dict, index: int) -> str:
     return name if isinstance(name, str) and name else f"#{index}"
 
 
+def _what(container: dict, index: int, group: str) -> str:
+    return f"{'init container' if group == 'initContainers' else 'container'} {_cname(container, index)}"
+
+
 # ---------------------------------------------------------------------------------------------
 # Decision: which pods, which profile
 
 
-def trainer_indices(pod: dict, profile: CompiledProfile) -> list[int]:
-    containers = _list(_dict(pod.get("spec")).get("containers"))
+def trainer_indices(pod: dict, profile: CompiledProfile, group: str = "containers") -> list[int]:
+    containers = _list(_dict(pod.get("spec")).get(group))
     return [i for i, c in enumerate(containers) if isinstance(c, dict) and profile.is_trainer_image(c.get("image"))]
 
 
@@ -194,17 +202,23 @@ def _uninterpretable(pod: dict) -> str | None:
     containers = spec.get("containers") if isinstance(spec, dict) else None
     if not isinstance(containers, list):
         return "spec.containers must be a list of containers"
-    if len(containers) > MAX_CONTAINERS:
-        return f"spec.containers: {len(containers):,} containers; the fabric webhook takes at most {MAX_CONTAINERS}"
-    for i, c in enumerate(containers):
-        if not isinstance(c, dict):
-            return f"spec.containers[{i}] must be a container (an object)"
-        image = c.get("image")
-        if image is None or image == "":
-            continue  # kube-apiserver refuses it; not a trainer either way
-        if parse_image(image) is None:
-            shown = repr(image) if len(repr(image)) <= 60 else f"{repr(image)[:50]}... ({len(image):,} characters)"
-            return f"spec.containers[{i}].image: {shown} is not an image reference a container runtime can pull"
+    inits = spec.get("initContainers")
+    if inits is None:
+        inits = []
+    if not isinstance(inits, list):
+        return "spec.initContainers must be a list of containers"
+    for group, items in (("containers", containers), ("initContainers", inits)):
+        if len(items) > MAX_CONTAINERS:
+            return f"spec.{group}: {len(items):,} containers; the fabric webhook takes at most {MAX_CONTAINERS}"
+        for i, c in enumerate(items):
+            if not isinstance(c, dict):
+                return f"spec.{group}[{i}] must be a container (an object)"
+            image = c.get("image")
+            if image is None or image == "":
+                continue  # kube-apiserver refuses it; not a trainer either way
+            if parse_image(image) is None:
+                shown = repr(image) if len(repr(image)) <= 60 else f"{repr(image)[:50]}... ({len(image):,} characters)"
+                return f"spec.{group}[{i}].image: {shown} is not an image reference a container runtime can pull"
     return None
 
 
@@ -264,17 +278,26 @@ def _mutate(pod: dict, profile: CompiledProfile, namespace: str | None, trainers
         out.interface = _networks(out, meta, profile, ns)
     except netann.NetworksError as exc:
         raise MutationError(f"annotation {netann.ANNOTATION}: {exc}") from None
+    inits = trainer_indices(pod, profile, "initContainers")
     gpus = sum((_resource(containers[i], i, profile.spec.gpu_resource) or 0) for i in trainers)
-    shm_bytes = _shm(out, spec, containers, trainers, profile, gpus)
-    _env(out, containers, trainers, profile, out.interface, shm_bytes)
-    _capabilities(out, containers, trainers, profile)
+    shm_bytes = _shm(out, spec, containers, trainers, profile, gpus, inits)
+    for group, indices in (("containers", trainers), ("initContainers", inits)):
+        _env(out, spec[group] if indices else [], indices, profile, out.interface, shm_bytes, group)
+        _capabilities(out, spec[group] if indices else [], indices, profile, group)
     _rdma(out, containers, trainers, profile)
     if gpus > 0:
         _tolerations(out, spec, profile)
-    job = _dict(meta.get("labels")).get(TRAINING_OPERATOR_JOB_LABEL)
-    if isinstance(job, str) and job:
-        _topology(out, spec, profile, job)
+    labels = _dict(meta.get("labels"))
+    job = next(((key, labels[key]) for key in JOB_LABELS if isinstance(labels.get(key), str) and labels[key]), None)
+    if job is not None and not _placed_by_kueue(spec):
+        _topology(out, spec, profile, *job)
     return out
+
+
+def _placed_by_kueue(spec: dict) -> bool:
+    """Kueue chose this pod's topology domain: its scheduling gate is on the pod until Kueue pins
+    the pod there (kubernetes-sigs/kueue@v0.19.2:pkg/podset/podset.go, FromAssignment)."""
+    return any(isinstance(g, dict) and g.get("name") == KUEUE_TOPOLOGY_GATE for g in _list(spec.get("schedulingGates")))
 
 
 def _networks(out: Mutation, meta: dict, profile: CompiledProfile, namespace: str) -> str:
@@ -327,6 +350,7 @@ def _env(
     profile: CompiledProfile,
     interface: str,
     shm_bytes: int,
+    group: str = "containers",
 ) -> None:
     wanted = [(name, interface if value is None else value, enforced) for name, value, enforced in profile.env_plan]
     wanted += [
@@ -352,10 +376,11 @@ def _env(
                 new.append({"name": name, "value": value})
             elif enforced:
                 for j in seen[name]:
-                    _enforce(out, c, i, j, value, profile.name, interface)
-        _extend(out.ops, c, f"/spec/containers/{i}", ("env",), new)
+                    _enforce(out, c, (group, i, j), value, profile.name, interface)
+        _extend(out.ops, c, f"/spec/{group}/{i}", ("env",), new)
         if nccl:
-            out.warnings += [f"container {_cname(c, i)}: {m}" for m in _lint(tuple(nccl), profile.spec.transport)]
+            what = _what(c, i, group)
+            out.warnings += [f"{what}: {m}" for m in _lint(tuple(nccl), profile.spec.transport)]
 
 
 @lru_cache(maxsize=256)  # the pods of a job carry the same variables: lint each set once
@@ -363,11 +388,12 @@ def _lint(pairs: tuple[tuple[str, str | None], ...], transport: str) -> tuple[st
     return tuple(finding.message for finding in lint_env(pairs, expect_transport=transport))
 
 
-def _enforce(out: Mutation, c: dict, i: int, j: int, value: str, fabric: str, interface: str) -> None:
-    """Make env entry ``j`` of container ``i`` say ``value``, with a warning saying from what."""
+def _enforce(out: Mutation, c: dict, at: tuple[str, int, int], value: str, fabric: str, interface: str) -> None:
+    """Make env entry ``j`` of container ``i`` of ``group`` say ``value``, with a warning saying from what."""
+    group, i, j = at
     e = c["env"][j]
     name, have = e["name"], e.get("value")
-    path = f"/spec/containers/{i}/env/{j}"
+    path = f"/spec/{group}/{i}/env/{j}"
     if e.get("valueFrom") is not None:
         out.ops.append({"op": "replace", "path": path, "value": {"name": name, "value": value}})
         have = "valueFrom"
@@ -375,12 +401,12 @@ def _enforce(out: Mutation, c: dict, i: int, j: int, value: str, fabric: str, in
         return  # "=net1" is NCCL's exact-match form of "net1"
     else:
         out.ops.append({"op": "add", "path": f"{path}/value", "value": value})
-    out.warnings.append(
-        f"container {_cname(c, i)}: {name} {have or '(empty)'} -> {value} (enforced by fabric {fabric})"
-    )
+    out.warnings.append(f"{_what(c, i, group)}: {name} {have or '(empty)'} -> {value} (enforced by fabric {fabric})")
 
 
-def _capabilities(out: Mutation, containers: list, trainers: list[int], profile: CompiledProfile) -> None:
+def _capabilities(
+    out: Mutation, containers: list, trainers: list[int], profile: CompiledProfile, group: str = "containers"
+) -> None:
     caps = profile.spec.capabilities
     if not caps:
         return
@@ -388,7 +414,7 @@ def _capabilities(out: Mutation, containers: list, trainers: list[int], profile:
         c = containers[i]
         have = _list(_dict(_dict(c.get("securityContext")).get("capabilities")).get("add"))
         missing = [cap for cap in caps if cap not in have]
-        _extend(out.ops, c, f"/spec/containers/{i}", ("securityContext", "capabilities", "add"), missing)
+        _extend(out.ops, c, f"/spec/{group}/{i}", ("securityContext", "capabilities", "add"), missing)
 
 
 def _shm_mount(container: dict) -> str | None:
@@ -416,6 +442,7 @@ def _shm(
     trainers: list[int],
     profile: CompiledProfile,
     gpus: Decimal,
+    inits: Sequence[int] = (),
 ) -> int:
     limits = [q for i in trainers if (q := _memory_limit(containers[i], i)) is not None]
     memory_limit = sum(limits) if limits else None
@@ -426,7 +453,8 @@ def _shm(
             f"/dev/shm of {format_bytes(size)} (the profile's minimum) is more than {fraction:g} of the "
             f"trainers' memory limit {format_bytes(int(memory_limit))}: raise the limit"
         )
-    mounts = {i: _shm_mount(containers[i]) for i in trainers}
+    mounts = {("containers", i): _shm_mount(containers[i]) for i in trainers}
+    mounts.update({("initContainers", i): _shm_mount(spec["initContainers"][i]) for i in inits})
     volumes = _list(spec.get("volumes"))
     existing = next((v for v in mounts.values() if v is not None), None)
     if existing is None:
@@ -457,12 +485,12 @@ def _shm(
                         f"trainers' memory limit {format_bytes(int(memory_limit))}: the pod can be OOM-killed"
                     )
                 size = int(limit)
-    for i, mounted in mounts.items():
+    for (group, i), mounted in mounts.items():
         if mounted is None:
             _extend(
                 out.ops,
-                containers[i],
-                f"/spec/containers/{i}",
+                spec[group][i],
+                f"/spec/{group}/{i}",
                 ("volumeMounts",),
                 [{"name": name, "mountPath": SHM_PATH}],
             )
@@ -502,8 +530,8 @@ def _tolerations(out: Mutation, spec: dict, profile: CompiledProfile) -> None:
     _extend(out.ops, spec, "/spec", ("tolerations",), missing)
 
 
-def _topology(out: Mutation, spec: dict, profile: CompiledProfile, job: str) -> None:
-    selector = {"matchLabels": {TRAINING_OPERATOR_JOB_LABEL: job}}
+def _topology(out: Mutation, spec: dict, profile: CompiledProfile, label: str, job: str) -> None:
+    selector = {"matchLabels": {label: job}}
     colocate = profile.spec.topology.colocate
     if colocate is not None:
         term = {"labelSelector": selector, "topologyKey": colocate.key}

@@ -90,3 +90,15 @@ def test_preflight_document_round_trip():
 def test_a_preflight_document_off_the_schema_is_refused(doc, message):
     with pytest.raises(ReportError, match=message):
         reports.read_preflight(doc)
+
+
+def test_timing_fields_read_back_and_lines_written_before_them_still_read():
+    start = reports.Start(
+        world_size=2, backend="gloo", device="cpu", strategy="ddp", model="tiny", restart=1, resumed_from=50,
+        max_steps=100, process_started=10.5, group_ready=12.25, setup_ms=150.0,
+    )  # fmt: skip
+    assert reports.decode(reports.encode(start, now=13.0)).record == start
+    older = '{"event": "resume", "step": 50, "path": "/c/step-50", "world_size": 2, "time": 1}'
+    assert reports.decode(older).record == reports.Resume(step=50, path="/c/step-50", world_size=2, load_ms=None)
+    with pytest.raises(ReportError, match=r"Resume.load_ms is 'slow'"):
+        reports.decode(older.replace('"time"', '"load_ms": "slow", "time"'))

@@ -3,7 +3,8 @@
 The same command a user runs (``trainyard demo``), with fewer steps: render and
 validate the dev cluster, the webhook over TLS, the job's pods through admission, the pods in
 network namespaces, training with a worker killed halfway, the report. Then the machine is
-checked for leftovers (namespaces, links, hosts files, processes).
+checked for leftovers (namespaces, links, hosts files, processes). The default job is a TrainJob;
+the v1 path (a PyTorchJob through the Training Operator's expansion) runs once too.
 """
 
 from __future__ import annotations
@@ -65,14 +66,24 @@ def test_demo_end_to_end(tmp_path):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     s = json.loads(summary_file.read_text())
 
-    # admission: the policy rejects every pod as the operator creates it and admits it as mutated
-    assert [p["name"] for p in s["pods"]] == ["smoke-ddp-master-0", "smoke-ddp-worker-0"]
+    # admission: the policy rejects every pod as JobSet's Jobs create it and admits it as mutated;
+    # the API server names the pods from their generateName
+    assert [re.sub(r"[a-z0-9]{5}$", "*", p["name"]) for p in s["pods"]] == [
+        "smoke-ddp-node-0-0-*",
+        "smoke-ddp-node-0-1-*",
+    ]
     for pod in s["pods"]:
         assert pod["policy_before"] and pod["policy_after"] == [] and pod["schema_errors"] == []
-        assert "container pytorch: env NCCL_SOCKET_IFNAME=net1" in pod["injected"]
-        assert "container pytorch: mount trainyard-shm at /dev/shm" in pod["injected"]
+        assert "container node: env NCCL_SOCKET_IFNAME=net1" in pod["injected"]
+        assert "container node: mount trainyard-shm at /dev/shm" in pod["injected"]
+        assert "init container preflight: the same env and /dev/shm mount as container node" in pod["injected"]
         assert pod["exit_code"] == 0
         assert any(line.startswith("shm pass:") for line in pod["preflight"])
+    # Kueue admitted the TrainJob and placed the pods; the runtime's preflight ran first in each pod
+    assert "Kueue: LocalQueue training -> ClusterQueue trainyard" in r.stdout
+    assert "Kueue's ungater lifts its topology gate from 2 pods" in r.stdout
+    for pod in s["pods"]:
+        assert f"pod event: {pod['name']}/preflight (init) completed" in r.stdout
     # the collective traffic went over the fabric interface
     if s["isolated"]:
         for pod in s["pods"]:
@@ -83,7 +94,7 @@ def test_demo_end_to_end(tmp_path):
         assert s["why_not_isolated"]
     # the worker was killed halfway and the job resumed from the last committed step
     killed = s["killed"]
-    assert killed and killed["pod"] == "smoke-ddp-worker-0"
+    assert killed and killed["pod"] == s["pods"][1]["name"]
     assert s["resumed_from"] == killed["last_committed"] >= STEPS // 2 and s["resumed_from"] % EVERY == 0
     events = [json.loads(line) for line in (workdir / "pvc/training-checkpoints/smoke-ddp/metrics.jsonl").open()]
     committed = [e["step"] for e in events if e.get("event") == "committed"]
@@ -92,8 +103,29 @@ def test_demo_end_to_end(tmp_path):
     assert committed[-1] == STEPS and s["done_step"] == STEPS
     assert s["last_loss"] < s["first_loss"]
     assert "resumed from committed step" in r.stdout
+    n = s["resumed_from"]  # the report names the same step twice: what was committed, what resumed
+    assert f"fault: killed {killed['pod']} after step {n} was committed; resumed from committed step {n}" in r.stdout
     assert "collective traffic: net1 carried" in r.stdout or not s["isolated"]
     assert leftovers(s["cluster_id"], workdir) == []
+
+
+def test_the_v1_path_a_pytorchjob_end_to_end(tmp_path):
+    """The legacy operator's path: the Training Operator's pods (its init container waits for the
+    master's name), the webhook's own affinity, training to the end (the fault is the TrainJob's test)."""
+    summary_file = tmp_path / "summary.json"
+    work = str(tmp_path / "work")
+    r = demo("--job", "mnist-ddp", "--no-fault", "--max-steps", "20", "--checkpoint-every", "5", "--workdir", work,
+             "--summary", str(summary_file))  # fmt: skip
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "[3/6] admission: PyTorchJob mnist-ddp" in r.stdout
+    s = json.loads(summary_file.read_text())
+    assert [p["name"] for p in s["pods"]] == ["mnist-ddp-master-0", "mnist-ddp-worker-0"]
+    for pod in s["pods"]:
+        assert "container pytorch: env NCCL_SOCKET_IFNAME=net1" in pod["injected"] and pod["exit_code"] == 0
+        assert any("co-locate the job's pods (podAffinity on training.kubeflow.org/job-name)" in line
+                   for line in pod["injected"])  # fmt: skip
+    assert "pod event: mnist-ddp-worker-0/init-pytorch (init) completed" in r.stdout
+    assert s["killed"] is None and s["done_step"] == 20 and leftovers(s["cluster_id"], Path(work)) == []
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the cleanup of namespaces needs root")
@@ -154,11 +186,25 @@ def test_a_failed_run_cleans_up(tmp_path):
 def test_without_network_namespaces_the_demo_says_so_and_still_trains(tmp_path):
     summary_file = tmp_path / "summary.json"
     work = str(tmp_path / "work")
+    # the fault needs a commit in [max/2, max) seen before the last: 3 such commits, 10 steps apart
     r = demo(
-        "--no-netns", "--max-steps", "30", "--checkpoint-every", "10", "--workdir", work, "--summary", str(summary_file)
+        "--no-netns", "--max-steps", "60", "--checkpoint-every", "10", "--workdir", work, "--summary", str(summary_file)
     )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "LOCAL PROCESSES on 127.0.0.1, not isolated (asked not to isolate)" in r.stdout
     s = json.loads(summary_file.read_text())
-    assert not s["isolated"] and s["done_step"] == 30 and s["resumed_from"] == s["killed"]["last_committed"]
+    assert not s["isolated"] and s["done_step"] == 60 and s["resumed_from"] == s["killed"]["last_committed"]
     assert "no per-pod interfaces or counters" in r.stdout
+
+
+def test_max_steps_below_two_is_refused_before_anything_runs():
+    r = demo("--max-steps", "0")
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip().splitlines()[-1] == "trainyard demo: error: argument --max-steps: must be at least 2, not 0"
+
+
+def test_an_mpijob_is_refused_with_the_reason(tmp_path):
+    r = demo("--cluster", "prod-ib", "--job", "horovod", "--workdir", str(tmp_path / "work"))
+    assert r.returncode == 2, r.stdout[-2000:] + r.stderr[-2000:]
+    assert r.stderr.startswith("error: pod horovod-launcher: container mpi runs 'mpirun', not the trainer image's")
+    assert "an MPIJob's launcher runs mpirun" in r.stderr and "Traceback" not in r.stderr + r.stdout

@@ -156,3 +156,89 @@ os.kill(os.getpid(), signal.SIGKILL)
     assert left and left in links() and (STATE_DIR / f"{left}.json").exists()
     assert left in sweep_stale()
     assert left not in links() and left not in netns()
+
+
+# A JobSet pod in small: an init container that must finish first, the completion index through
+# the downward API, and the peer reached at <hostname>.<subdomain> (the headless Service's name).
+INIT = """
+import os, pathlib, sys
+marker = pathlib.Path("/data/init-" + os.environ["HOSTNAME"])
+if not marker.exists():
+    marker.write_text("x"); sys.exit(5)       # the first run fails: the kubelet runs it again
+pathlib.Path("/data/ready-" + os.environ["HOSTNAME"]).write_text(os.environ["RANK"])
+"""
+MAIN = """
+import os, pathlib, socket
+assert pathlib.Path("/data/ready-" + os.environ["HOSTNAME"]).exists(), "the init container ran first"
+peer = socket.gethostbyname("job-node-0-0.job")
+pathlib.Path("/data/main-" + os.environ["HOSTNAME"]).write_text(os.environ["RANK"] + " " + peer)
+"""
+
+
+def jobset_pod(index: int, init_script: str = INIT) -> dict:
+    index_path = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+    rank = {"name": "RANK", "valueFrom": {"fieldRef": {"fieldPath": index_path}}}
+    container = {"image": "registry.example.com/ml/trainer:0.1.0", "env": [rank],
+                 "volumeMounts": [{"name": "data", "mountPath": "/data"}]}  # fmt: skip
+    return {
+        "metadata": {
+            "name": f"job-node-0-{index}-abcde",
+            "namespace": "ml",
+            "annotations": {"batch.kubernetes.io/job-completion-index": str(index)},
+        },
+        "spec": {
+            "restartPolicy": "OnFailure",
+            "hostname": f"job-node-0-{index}",
+            "subdomain": "job",
+            "initContainers": [{**container, "name": "preflight", "args": ["-c", init_script]}],
+            "containers": [{**container, "name": "node", "args": ["-c", MAIN]}],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "shared"}}],
+        },
+    }
+
+
+@needs_netns
+def test_init_containers_run_first_to_completion_with_downward_api_and_jobset_dns(tmp_path):
+    entry = {"registry.example.com/ml/trainer": [sys.executable]}
+    with LocalCluster(tmp_path, [], entry, isolate=True) as cluster:
+        pods = cluster.add_pods([jobset_pod(0), jobset_pod(1)], "ml")
+        for p in pods:
+            cluster.start(p)
+            assert set(p.processes) == {"preflight"}, "only the init container starts"
+        deadline, events = time.monotonic() + 60, []
+        while not all(p.finished for p in pods) and time.monotonic() < deadline:
+            events += cluster.poll()
+            time.sleep(0.05)
+        for i, p in enumerate(pods):
+            assert p.exit_codes == {"preflight": 0, "node": 0}, (events, p.logs["node"].read_text())
+            assert p.restarts == {"preflight": 1, "node": 0}
+            rank, peer = (tmp_path / "pvc" / "shared" / f"main-job-node-0-{i}").read_text().split()
+            assert rank == str(i) and peer == pods[0].ip
+        assert "job-node-0-1-abcde/preflight (init) completed" in events
+
+
+@needs_netns
+def test_a_failing_init_container_fails_a_never_restarting_pod(tmp_path):
+    entry = {"registry.example.com/ml/trainer": [sys.executable]}
+    with LocalCluster(tmp_path, [], entry, isolate=True) as cluster:
+        spec = jobset_pod(0, init_script="raise SystemExit(7)")
+        spec["spec"]["restartPolicy"] = "Never"
+        (p,) = cluster.add_pods([spec], "ml")
+        cluster.start(p)
+        deadline = time.monotonic() + 30
+        while not p.finished and time.monotonic() < deadline:
+            cluster.poll()
+            time.sleep(0.05)
+        assert p.exit_codes == {"preflight": 7} and "node" not in p.processes
+
+
+def test_gated_pods_and_sidecars_are_refused(tmp_path):
+    with LocalCluster(tmp_path, [], {}, isolate=False) as cluster:
+        gated = jobset_pod(0)
+        gated["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/topology"}]
+        with pytest.raises(UserError, match=r"scheduling gates \['kueue.x-k8s.io/topology'\] are still on"):
+            cluster.add_pods([gated], "ml")
+        sidecar = jobset_pod(0)
+        sidecar["spec"]["initContainers"][0]["restartPolicy"] = "Always"
+        with pytest.raises(UserError, match="is a sidecar"):
+            cluster.add_pods([sidecar], "ml")

@@ -127,14 +127,14 @@ def test_unusable_env_is_a_user_error(env, message):
 def test_train_arguments_follow_the_separator():
     env = clean_env(PET_NNODES="1")
     out = subprocess.run(
-        trainyard("launch", "--nproc-per-node", "2", "--dry-run", "--", "--dry-run", "--", "x"),
+        trainyard("launch", "--nproc-per-node", "2", "--dry-run", "--", "--max-steps", "7", "--seed", "3"),
         capture_output=True,
         text=True,
         env=env,
     )
     assert out.returncode == 0, out.stderr
-    # everything after the first -- goes to train untouched, a second -- included
-    assert out.stdout.splitlines()[-1].endswith("-m trainer train --dry-run -- x")
+    # everything after the first -- goes to train untouched (launch only checks that train takes it)
+    assert out.stdout.splitlines()[-1].endswith("-m trainer train --max-steps 7 --seed 3")
     assert "--nproc-per-node 2" in out.stdout
     # without --, a train flag is a usage error that says where train arguments go
     out = subprocess.run(trainyard("launch", "--model", "tiny"), capture_output=True, text=True, env=env)
@@ -163,3 +163,36 @@ def test_launch_env_error_is_clean():
     assert out.returncode == 2
     assert out.stderr.startswith("error: 3 pods but no MASTER_ADDR")
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("train_args", "message"),
+    [
+        (["--max-steps", "x"], "argument --max-steps: invalid int value: 'x'"),
+        (["--keep", "1"], "--keep 1: keep at least 2 checkpoints"),
+        (["--modle", "tiny"], "unrecognized arguments: --modle tiny"),
+    ],
+)
+def test_bad_train_arguments_fail_fast_once_with_exit_2(tmp_path, train_args, message):
+    """Refused before preflight and torchrun: one line, exit 2, no worker ever started."""
+    out = subprocess.run(
+        trainyard("launch", "--", "--checkpoint-dir", str(tmp_path / "ckpt"), *train_args),
+        capture_output=True,
+        text=True,
+        env=clean_env(PET_NNODES="1", PET_NPROC_PER_NODE="2"),
+        timeout=60,
+    )
+    assert out.returncode == 2
+    assert out.stderr.count("\n") == 1 and out.stderr.startswith(
+        "error: trainyard launch: train arguments (after --): "
+    )
+    assert message in out.stderr and out.stdout == ""  # preflight and torchrun never ran
+    assert not (tmp_path / "ckpt").exists()
+
+
+def test_train_usage_errors_show_the_train_usage_line():
+    for argv in (["train", "--bogus"], ["train", "--max-steps", "x"]):
+        out = subprocess.run(trainyard(*argv), capture_output=True, text=True, env=clean_env(), timeout=60)
+        assert out.returncode == 2
+        assert out.stderr.startswith("usage: trainyard train "), out.stderr
+        assert out.stderr.strip().splitlines()[-1].startswith("trainyard train: error: ")

@@ -13,6 +13,7 @@ import pytest
 
 from tests.trainer.conftest import clean_env, needs_netns, needs_root, trainyard
 from trainer.interfaces import IfnameSpecError, gloo_ifname, list_interfaces, parse_ifname
+from trainer.preflight import check_gpus
 
 MiB = 1 << 20
 
@@ -247,3 +248,24 @@ def test_gloo_follows_nccl_to_an_existing_interface():
     assert gloo_ifname("=net1") == "net1"  # exact: taken as is
     assert gloo_ifname("lo") == "lo"
     assert gloo_ifname("nosuchif") is None
+
+
+def test_a_negative_gpu_request_is_a_usage_error():
+    out = subprocess.run(trainyard("preflight", "--gpus", "-1"), capture_output=True, text=True, env=clean_env())
+    assert out.returncode == 2
+    assert out.stderr.splitlines()[0].startswith("usage: trainyard preflight ")
+    assert out.stderr.splitlines()[-1] == (
+        "trainyard preflight: error: argument --gpus: -1 is not a number of GPUs (0 or more)"
+    )
+    assert check_gpus({}, -1).status == "error"
+
+
+def test_nccl_env_is_judged_for_the_nccl_installed_or_the_image_fact():
+    from trainer.preflight import check_nccl_env, installed_nccl
+    from trainyard.contract.nccl import TRAINER_NCCL
+
+    version = installed_nccl() or TRAINER_NCCL  # the CPU test environment has no nvidia-nccl wheel
+    check = check_nccl_env({"TRAINYARD_EXPECT_TRANSPORT": "IB", "NCCL_IB_GID_INDEX": "3"})
+    assert check.status == "warn" and f"NCCL {version} (2.21+) picks the RoCE v2 GID" in check.detail
+    check = check_nccl_env({"TRAINYARD_EXPECT_TRANSPORT": "IB", "UCX_TLS": "tcp", "NCCL_PLUGIN_P2P": "ucx"})
+    assert check.status == "fail" and "UCX_TLS=tcp" in check.detail

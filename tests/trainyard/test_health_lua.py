@@ -1,13 +1,29 @@
 """The Lua health checks of argocd-cm, run with a real Lua runtime (lupa) the way Argo CD runs
 them: the live object in the global ``obj``, the script's result read as hs.status and
-hs.message."""
+hs.message.
+
+Argo CD runs health scripts in gopher-lua, a Lua 5.1, with only the base, table and package
+libraries and a reduced os (argoproj/argo-cd@v3.5.1:util/lua/lua.go, unless useOpenLibs is set for
+the kind), so the scripts run here in Lua 5.1 with string, math, io, debug and coroutine removed
+and no string methods: a script that relies on them fails here as it would in Argo CD.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from lupa import LuaRuntime
+import yaml
+from lupa.lua51 import LuaRuntime
 
 HEALTH_PREFIX = "resource.customizations.health."
+FIXTURES = Path(__file__).parent / "fixtures" / "argocd"
+SANDBOX = """
+string, math, io, debug, coroutine, utf8 = nil, nil, nil, nil, nil, nil
+local clock, date, difftime, time = os.clock, os.date, os.difftime, os.time
+os = {clock = clock, date = date, difftime = difftime, time = time}
+getmetatable("").__index = nil
+"""
 
 
 @pytest.fixture(scope="module")
@@ -21,6 +37,7 @@ def argocd_cm(report) -> dict[str, str]:
 
 def run_health(script: str, obj: dict) -> dict:
     lua = LuaRuntime(unpack_returned_tuples=True)
+    lua.execute(SANDBOX)
     lua.globals().obj = lua.table_from(obj, recursive=True)
     result = lua.execute(script)
     return {"status": result["status"], "message": result["message"]}
@@ -29,8 +46,48 @@ def run_health(script: str, obj: dict) -> dict:
 def test_keys_for_every_job_kind_and_applications(argocd_cm):
     assert sorted(argocd_cm) == sorted(
         HEALTH_PREFIX + k
-        for k in ("kubeflow.org_PyTorchJob", "kubeflow.org_TFJob", "kubeflow.org_MPIJob", "argoproj.io_Application")
+        for k in (
+            "kubeflow.org_PyTorchJob",
+            "kubeflow.org_TFJob",
+            "kubeflow.org_MPIJob",
+            "argoproj.io_Application",
+            "trainer.kubeflow.org_TrainJob",
+            "jobset.x-k8s.io_JobSet",
+            "kueue.x-k8s.io_Workload",
+        )
     )
+
+
+def test_the_sandbox_has_no_string_library():
+    with pytest.raises(Exception, match="string"):
+        run_health("local hs = {}; hs.status = string.format('%d', 1); return hs", {})
+    with pytest.raises(Exception):  # noqa: B017 - whatever Lua says, a string method must not work
+        run_health("local hs = {}; hs.status = ('x'):upper(); return hs", {})
+
+
+def _cases(name: str) -> list:
+    return [pytest.param(c, id=c["case"]) for c in yaml.safe_load((FIXTURES / f"{name}.yaml").read_text())]
+
+
+@pytest.mark.parametrize("case", _cases("trainjob"))
+def test_trainjob_health(argocd_cm, case):
+    health = run_health(argocd_cm[f"{HEALTH_PREFIX}trainer.kubeflow.org_TrainJob"], case["object"])
+    assert health["status"] == case["expect"]["status"], health
+    assert case["expect"]["message"] in health["message"], health
+
+
+@pytest.mark.parametrize("case", _cases("jobset"))
+def test_jobset_health(argocd_cm, case):
+    health = run_health(argocd_cm[f"{HEALTH_PREFIX}jobset.x-k8s.io_JobSet"], case["object"])
+    assert health["status"] == case["expect"]["status"], health
+    assert case["expect"]["message"] in health["message"], health
+
+
+@pytest.mark.parametrize("case", _cases("workload"))
+def test_workload_health(argocd_cm, case):
+    health = run_health(argocd_cm[f"{HEALTH_PREFIX}kueue.x-k8s.io_Workload"], case["object"])
+    assert health["status"] == case["expect"]["status"], health
+    assert case["expect"]["message"] in health["message"], health
 
 
 def _job(*conditions: tuple[str, str, str]) -> dict:

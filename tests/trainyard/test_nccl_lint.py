@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
-from trainyard.contract.nccl import FOLKLORE, errors, level_name, lint_env
+from trainyard.contract.nccl import FOLKLORE, TRAINER_NCCL, NcclVersion, errors, level_name, lint_env
 
 
 def test_clean_env_has_no_findings():
@@ -41,3 +44,116 @@ def test_transport_switched_off():
     assert lint_env({"NCCL_IB_DISABLE": "1"}, "Socket") == []
     with pytest.raises(ValueError):
         lint_env({}, "RDMA")
+
+
+# --- judged for the NCCL release the trainer image ships -----------------------------------------
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_image_fact_matches_the_dockerfile():
+    dockerfile = (REPO / "trainer" / "Dockerfile").read_text()
+    pins = re.findall(r"^ARG NCCL_VERSION=(\S+)$", dockerfile, re.M)
+    assert pins == [str(TRAINER_NCCL)], "trainer/Dockerfile and trainyard/contract/nccl.py disagree"
+    # the torch whose Linux wheel requires exactly that NCCL (nvidia-nccl-cu13==2.29.7)
+    assert '"torch==2.13.0"' in (REPO / "pyproject.toml").read_text()
+    assert NcclVersion.parse("2.29.7+cuda13.0") == NcclVersion.parse("v2.29.7-1") == TRAINER_NCCL
+    with pytest.raises(ValueError):
+        NcclVersion.parse("latest")
+
+
+def messages(env, transport=None, version=TRAINER_NCCL) -> list[tuple[str, str, str]]:
+    return [(f.severity, f.name, f.message) for f in lint_env(env, transport, nccl_version=version)]
+
+
+def test_a_pinned_gid_index_is_a_warning_from_2_21_with_the_reason():
+    ((severity, name, message),) = messages({"NCCL_IB_GID_INDEX": "3"}, "IB")
+    assert (severity, name) == ("warning", "NCCL_IB_GID_INDEX")
+    assert "NCCL 2.29.7 (2.21+) picks the RoCE v2 GID" in message and "NCCL_IB_ADDR_FAMILY" in message
+    assert messages({"NCCL_IB_GID_INDEX": "3"}, "IB", NcclVersion(2, 20, 5)) == []  # needed before 2.21
+    assert messages({"NCCL_IB_GID_INDEX": "-1"}, "IB") == []  # the default: dynamic
+    assert messages({"NCCL_IB_GID_INDEX": "three"})[0][:2] == ("error", "NCCL_IB_GID_INDEX")
+
+
+@pytest.mark.parametrize(
+    ("env", "version", "expected"),
+    [
+        ({"NCCL_IB_ADDR_FAMILY": "AF_INET6", "NCCL_IB_ADDR_RANGE": "fd00::/64"}, TRAINER_NCCL, []),
+        ({"NCCL_IB_ROCE_VERSION_NUM": "2"}, NcclVersion(2, 19, 3), [("warning", "NCCL_IB_ROCE_VERSION_NUM")]),
+        ({"NCCL_IB_ADDR_FAMILY": "IPv4"}, TRAINER_NCCL, [("error", "NCCL_IB_ADDR_FAMILY")]),
+        ({"NCCL_IB_ADDR_RANGE": "10.0.0.0/33"}, TRAINER_NCCL, [("error", "NCCL_IB_ADDR_RANGE")]),
+        (
+            {"NCCL_IB_ADDR_FAMILY": "AF_INET", "NCCL_IB_ADDR_RANGE": "fd00::/64"},
+            TRAINER_NCCL,
+            [("error", "NCCL_IB_ADDR_RANGE")],
+        ),
+        ({"NCCL_IB_ROCE_VERSION_NUM": "3"}, TRAINER_NCCL, [("error", "NCCL_IB_ROCE_VERSION_NUM")]),
+        (
+            {"NCCL_IB_GID_INDEX": "3", "NCCL_IB_ADDR_FAMILY": "AF_INET"},
+            TRAINER_NCCL,
+            [("warning", "NCCL_IB_GID_INDEX"), ("warning", "NCCL_IB_ADDR_FAMILY")],
+        ),
+    ],
+)
+def test_dynamic_gid_selectors(env, version, expected):
+    assert [m[:2] for m in messages(env, "IB", version)] == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [
+        ("NCCL_SOCKET_IFNAME", "=net1", []),
+        ("NCCL_SOCKET_IFNAME", "^docker,lo", []),
+        ("NCCL_SOCKET_IFNAME", "^=docker0", []),
+        ("NCCL_SOCKET_IFNAME", "=^docker0", [("error", "NCCL reads '^' (exclude) before '=' (exact)")]),
+        ("NCCL_SOCKET_IFNAME", "eth0,,eth1", [("error", "has an empty entry")]),
+        ("NCCL_SOCKET_IFNAME", "^", [("error", "has an empty entry")]),
+        ("NCCL_IB_HCA", "mlx5", []),
+        ("NCCL_IB_HCA", "=mlx5_0:1,mlx5_1:1", []),
+        ("NCCL_IB_HCA", "mlx5_1:1", [("warning", "mlx5_1 also selects mlx5_10 to mlx5_19")]),
+        ("NCCL_IB_HCA", "^mlx5", [("warning", "excludes every HCA whose name starts with mlx5")]),
+        ("NCCL_IB_HCA", "^=mlx5_3", []),
+    ],
+)
+def test_interface_and_hca_lists(name, value, expected):
+    found = messages({name: value}, "IB")
+    assert [(s, text in m) for (s, _, m), (_, text) in zip(found, expected, strict=True)] == [
+        (s, True) for s, _ in expected
+    ], found
+
+
+@pytest.mark.parametrize(
+    ("value", "version", "expected"),
+    [
+        ("ucx,ib", TRAINER_NCCL, []),
+        ("ucx,ib", NcclVersion(2, 26, 6), [("error", "takes one plugin (lists came in 2.27.3)")]),
+        ("none", TRAINER_NCCL, []),
+        ("none", NcclVersion(2, 27, 7), [("warning", "understood from NCCL 2.28.3")]),
+        ("none,ucx", TRAINER_NCCL, [("error", "must stand alone")]),
+        ("ucx,,ib", TRAINER_NCCL, [("error", "empty entry")]),
+        ("ib,IB", TRAINER_NCCL, [("warning", "names a plugin twice")]),
+    ],
+)
+def test_net_plugin_lists(value, version, expected):
+    found = messages({"NCCL_NET_PLUGIN": value}, None, version)
+    assert [(s, e in m) for (s, _, m), (_, e) in zip(found, expected, strict=True)] == [(s, True) for s, _ in expected]
+
+
+def test_settings_that_quietly_take_rdma_away():
+    assert messages({"NCCL_NET_GDR_LEVEL": "LOC"}, "IB")[0][:2] == ("warning", "NCCL_NET_GDR_LEVEL")
+    assert [m[:2] for m in messages({"UCX_TLS": "tcp,cuda_copy"}, "IB")] == [("warning", "UCX_TLS")]
+    pinned = messages({"UCX_TLS": "tcp", "NCCL_PLUGIN_P2P": "ucx"}, "IB")
+    assert pinned[0][:2] == ("error", "UCX_TLS") and "runs over TCP" in pinned[0][2]
+    assert messages({"UCX_TLS": "rc,cuda_copy"}, "IB") == [] and messages({"UCX_TLS": "^tcp"}, "IB") == []
+    assert messages({"UCX_TLS": "tcp"}, "Socket") == []  # a TCP fabric promises nothing else
+
+
+def test_the_repository_profiles_are_clean_for_the_image():
+    import yaml
+
+    for path in sorted((REPO / "policies").glob("*.yaml")):
+        doc = yaml.safe_load(path.read_text())
+        if doc.get("kind") != "FabricProfile":
+            continue
+        env = {e["name"]: e.get("value") for e in doc["spec"]["env"]}
+        assert lint_env(env, doc["spec"]["transport"]) == [], path.name

@@ -15,12 +15,19 @@ from trainyard.repo import kustomize, newjob, validate
     [
         newjob.JobRequest(name="resnet", cluster="dev", nodes=2, gpus=1, trainer_args=["--model", "mlp"]),
         newjob.JobRequest(name="solo", cluster="dev", nodes=1, gpus=0),
-        newjob.JobRequest(name="big", cluster="prod-roce", nodes=4, gpus=8, elastic=(2, 8), image_tag="0.2.0"),
+        newjob.JobRequest(name="wide", cluster="prod-roce", nodes=4, gpus=8, image_tag="0.2.0"),
+        newjob.JobRequest(name="ib", cluster="prod-ib", nodes=2, gpus=8),
+        newjob.JobRequest(name="resnet1", cluster="dev", kind="pytorch", nodes=2, gpus=1),
+        newjob.JobRequest(name="solo1", cluster="dev", kind="pytorch", nodes=1, gpus=0),
+        newjob.JobRequest(
+            name="big", cluster="prod-roce", kind="pytorch", nodes=4, gpus=8, elastic=(2, 8), image_tag="0.2.0"
+        ),
         newjob.JobRequest(name="allreduce", cluster="prod-ib", kind="mpi", nodes=3, gpus=8),
         newjob.JobRequest(name="tfdist", cluster="dev", kind="tf", nodes=3, gpus=1),
     ],
-    ids=["pytorch", "single-node", "elastic", "mpi", "tf"],
-)
+    ids=["trainjob", "trainjob-single-node", "trainjob-roce", "trainjob-ib", "pytorch", "single-node", "elastic",
+         "mpi", "tf"],
+)  # fmt: skip
 def test_new_job_output_validates(repo_copy, req):
     written = newjob.create(repo_copy, req)
     assert {p.name for p in written} >= {"kustomization.yaml", "job.yaml"}
@@ -29,6 +36,7 @@ def test_new_job_output_validates(repo_copy, req):
     assert errors_of(report) == []
     (jp,) = [jp for jp in report.previews[req.cluster] if jp.job.name == req.name]
     expected = {
+        "trainjob": req.nodes,
         "pytorch": req.nodes,
         "mpi": req.nodes + 1,
         "tf": req.nodes,
@@ -39,6 +47,14 @@ def test_new_job_output_validates(repo_copy, req):
         assert f"/checkpoints/{req.name}" in container["args"]
     if req.image_tag:
         assert container["image"].endswith(f":{req.image_tag}")
+    if req.kind == "trainjob":  # the runtime of the cluster's fabric, nodes x processes for torchrun
+        profile = {"dev": "tcp", "prod-roce": "roce", "prod-ib": "ib"}[req.cluster]
+        assert jp.job.doc["spec"]["runtimeRef"]["name"] == f"trainyard-{profile}"
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env["PET_NNODES"] == str(req.nodes)
+        assert env["PET_NPROC_PER_NODE"] == str(max(req.gpus, 1))
+        assert env["TRAINYARD_FABRIC"] == profile
+        assert jp.job.labels["kueue.x-k8s.io/queue-name"] == "training"
 
 
 def test_new_job_cli_passes_trainer_args_and_validates(repo_copy, capsys, monkeypatch):
@@ -50,10 +66,17 @@ def test_new_job_cli_passes_trainer_args_and_validates(repo_copy, capsys, monkey
     out = capsys.readouterr().out
     assert code == 0, out
     assert "wrote overlays/dev/jobs/cifar/job.yaml" in out
-    assert "pod cifar-worker-0: profile tcp" in out
+    assert "pod cifar-node-0-1-<generated>: profile tcp" in out
     assert "cluster dev validates with overlays/dev/jobs/cifar" in out
     text = (repo_copy.root / "overlays/dev/jobs/cifar/job.yaml").read_text()
-    assert '- "--lr"\n    - "0.1"' in text
+    assert '- "--lr"\n      - "0.1"' in text
+
+
+def test_new_job_cli_writes_a_v1_job_with_kind(repo_copy, capsys, monkeypatch):
+    monkeypatch.chdir(repo_copy.root)
+    kustomize.clear_cache()
+    assert main(["new-job", "cifar1", "--cluster", "dev", "--kind", "pytorch", "--nodes", "2", "--gpus", "1"]) == 0
+    assert "pod cifar1-worker-0: profile tcp" in capsys.readouterr().out
 
 
 def test_new_job_refuses_to_overwrite(repo_copy, capsys, monkeypatch):
@@ -68,9 +91,11 @@ def test_new_job_refuses_to_overwrite(repo_copy, capsys, monkeypatch):
         (newjob.JobRequest(name="My_Job", cluster="dev"), "DNS-1035"),
         (newjob.JobRequest(name="x", cluster="moon"), "clusters/moon: no such cluster"),
         (newjob.JobRequest(name="x", cluster="dev", kind="mpi", elastic=(1, 2)), "PyTorch jobs only"),
-        (newjob.JobRequest(name="x", cluster="dev", nodes=9, elastic=(1, 4)), "within --elastic 1:4"),
+        (newjob.JobRequest(name="x", cluster="dev", elastic=(1, 2)), "a TrainJob has no elastic policy"),
+        (newjob.JobRequest(name="x", cluster="dev", kind="pytorch", nodes=9, elastic=(1, 4)), "within --elastic 1:4"),
         (newjob.JobRequest(name="x", cluster="dev", image_tag="latest"), "not 'latest'"),
-        (newjob.JobRequest(name="a" * 60, cluster="dev", nodes=2), "too long"),
+        (newjob.JobRequest(name="a" * 60, cluster="dev", kind="pytorch", nodes=2), "too long"),
+        (newjob.JobRequest(name="a" * 49, cluster="dev", nodes=2), "JobSet would name a pod"),
         (newjob.JobRequest(name="x", cluster="dev", nodes=0), "at least one node"),
     ],
 )

@@ -29,7 +29,7 @@ from trainyard.repo import preview
             [f"llama-finetune-worker-{i}" for i in range(4)],
             [
                 "annotation k8s.v1.cni.cncf.io/networks: roce-network",
-                "container pytorch: env NCCL_IB_GID_INDEX=3",
+                "container pytorch: env NCCL_IB_HCA=mlx5",
                 "container pytorch: capability IPC_LOCK",
                 "container pytorch: limit rdma/rdma_shared_device_a: 1",
                 "volume trainyard-shm: emptyDir {medium: Memory, sizeLimit: 64Gi}",
@@ -86,7 +86,30 @@ def test_preview_needs_a_job_folder(repo):
         preview.preview_path(repo, repo.root / "overlays/dev/platform/webhook")
 
 
-def test_expand_job_is_the_operator_contract(report):
-    from trainyard.repo import training_operator
+def test_preview_of_the_dev_trainjob(repo):
+    (jp,) = preview.preview_path(repo, "overlays/dev/jobs/smoke-ddp")
+    assert [p.name for p in jp.pods] == ["smoke-ddp-node-0-0-<generated>", "smoke-ddp-node-0-1-<generated>"]
+    assert jp.problems() == []
+    assert any("Kueue: LocalQueue training -> ClusterQueue trainyard, flavor lab-gpu" in n for n in jp.notes)
+    assert any("PET_MASTER_ADDR smoke-ddp-node-0-0.smoke-ddp" in n for n in jp.notes)
+    for pod in jp.pods:
+        assert pod.action == "mutate" and pod.vap_before.failures and not pod.vap_after.failures
+        assert pod.schema_errors == []
+        assert "affinity" not in pod.after["spec"], "Kueue places the pods: the webhook adds no affinity"
+    lines = preview.injected(jp.pods[1].before, jp.pods[1].after)
+    assert "container node: env NCCL_SOCKET_IFNAME=net1" in lines
+    assert "init container preflight: the same env and /dev/shm mount as container node" in lines
+    text = preview.format_job(jp)
+    assert "placement: Kueue (scheduling gate kueue.x-k8s.io/topology)" in text
+    assert "reached at smoke-ddp-node-0-1.smoke-ddp" in text
 
-    assert preview.expand_job is training_operator.expand_job
+
+def test_preview_cli_refuses_a_trainjob_with_an_unknown_runtime(repo_copy, capsys, monkeypatch):
+    from tests.trainyard.conftest import edit
+
+    edit(repo_copy, "overlays/dev/jobs/smoke-ddp/job.yaml", "value: trainyard-tcp", "value: trainyard-roce")
+    monkeypatch.chdir(repo_copy.root)
+    assert main(["preview", "overlays/dev/jobs/smoke-ddp"]) == 2
+    err = capsys.readouterr().err
+    assert "TrainJob ml-training/smoke-ddp" in err
+    assert "no ClusterTrainingRuntime 'trainyard-roce' on cluster dev (known: trainyard-tcp)" in err

@@ -1,4 +1,4 @@
-"""The Training Operator v1.8.1 contract: the pods it creates and what its webhook refuses."""
+"""The Training Operator v1.9.4 contract: the pods it creates and what its webhook refuses."""
 
 from __future__ import annotations
 
@@ -113,6 +113,8 @@ def test_horovod_mpijob(report):
     assert "training.kubeflow.org/replica-index" not in launcher["metadata"]["labels"]
     assert launcher["spec"]["serviceAccountName"] == "horovod-launcher"
     assert launcher["spec"]["initContainers"][0]["name"] == "kubectl-delivery"
+    # v1.9.1 moved the image to ghcr.io (kubeflow/trainer@v1.9.4:pkg/config/config.go)
+    assert launcher["spec"]["initContainers"][0]["image"] == "ghcr.io/kubeflow/training-v1/kubectl-delivery:latest"
     assert _env(launcher)["OMPI_MCA_plm_rsh_agent"] == "/etc/mpi/kubexec.sh"
     assert _env(launcher)["NVIDIA_VISIBLE_DEVICES"] == ""  # a CPU launcher hides the GPUs
     assert worker["spec"]["containers"][0]["command"] == ["sleep"]
@@ -176,6 +178,12 @@ def test_tfjob_tf_config():
             lambda j: j["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0].pop("image"),
             "image: required",
         ),
+        # new in v1.9 (pkg/webhooks/pytorch/pytorchjob_webhook.go, pkg/common/util/webhooks.go)
+        (
+            lambda j: j["spec"]["pytorchReplicaSpecs"]["Worker"].update(replicas=0),
+            "Worker.replicas: must be at least 1",
+        ),
+        (lambda j: j["spec"]["runPolicy"].update(managedBy="example.com/mine"), "managedBy: 'example.com/mine' is not"),
     ],
 )
 def test_admission_rules(report, change, expected):

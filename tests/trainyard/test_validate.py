@@ -179,7 +179,7 @@ def test_crd_provider_after_its_user(repo_copy):
 
 
 def test_unpinned_upstream(repo_copy):
-    edit(repo_copy, "base/training-operator/application.yaml", "targetRevision: v1.8.1", "targetRevision: master")
+    edit(repo_copy, "base/training-operator/application.yaml", "targetRevision: v1.9.4", "targetRevision: master")
     _assert_one(_validate(repo_copy), "base/training-operator/application.yaml", "is not pinned")
 
 
@@ -270,7 +270,7 @@ def test_validate_cli_writes_previews(repo, tmp_path, capsys, monkeypatch):
     text = (tmp_path / "dev" / "mnist-ddp.txt").read_text()
     assert "NCCL_SOCKET_IFNAME=net1" in text and "+++ mnist-ddp-master-0 (admitted)" in text
     assert "kind: Pod" in (tmp_path / "dev" / "mnist-ddp.pods.yaml").read_text()
-    assert "dev: 12 Applications" in capsys.readouterr().out
+    assert "dev: 16 Applications" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("cluster", ["dev", "prod-roce", "prod-ib"])
@@ -283,3 +283,75 @@ def test_every_rendered_builtin_object_passes_strict_schema(report, cluster):
             assert schema.validate(r.doc) == [], r.describe()
             checked += 1
     assert checked >= 15
+
+
+# --- TrainJobs -------------------------------------------------------------------------------------
+
+SMOKE = "overlays/dev/jobs/smoke-ddp"
+
+
+def test_trainjob_with_reserved_torch_env(repo_copy):
+    edit(repo_copy, f"{SMOKE}/job.yaml", "    numProcPerNode: 1\n",
+         "    numProcPerNode: 1\n    env:\n      - {name: PET_NNODES, value: '8'}\n")  # fmt: skip
+    _assert_one(_validate(repo_copy), SMOKE, "Kubeflow Trainer v2.3.0 would refuse it", "must not have reserved envs")
+
+
+def test_trainjob_nccl_env_is_linted_with_the_fabrics_transport(repo_copy):
+    edit(repo_copy, f"{SMOKE}/job.yaml", "    numProcPerNode: 1\n",
+         "    numProcPerNode: 1\n    env:\n      - {name: NCCL_TIMEOUT, value: '60'}\n")  # fmt: skip
+    _assert_one(_validate(repo_copy), SMOKE, "spec.trainer.env NCCL_TIMEOUT", "does not exist")
+
+
+def test_trainjob_in_an_unknown_queue(repo_copy):
+    edit(repo_copy, "base/jobs/trainjob/trainjob.yaml", "kueue.x-k8s.io/queue-name: training",
+         "kueue.x-k8s.io/queue-name: batch")  # fmt: skip
+    _assert_one(_validate(repo_copy), SMOKE, "no LocalQueue 'batch' in namespace ml-training (known: training)")
+
+
+def test_a_service_named_like_a_trainjob_is_refused(repo_copy):
+    (repo_copy.root / SMOKE / "service.yaml").write_text(
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: smoke-ddp\nspec:\n  clusterIP: None\n"
+        "  selector:\n    app: other\n"
+    )
+    edit(repo_copy, f"{SMOKE}/kustomization.yaml", "  - ../../../../base/jobs/trainjob\n",
+         "  - ../../../../base/jobs/trainjob\n  - service.yaml\n")  # fmt: skip
+    _assert_one(_validate(repo_copy), SMOKE, "has the name of this TrainJob", "headless Service")
+
+
+def test_force_replace_on_a_trainjob_is_a_warning(repo_copy):
+    edit(repo_copy, "base/jobs/trainjob/trainjob.yaml", "    app.kubernetes.io/part-of: trainyard\n",
+         "    app.kubernetes.io/part-of: trainyard\n  annotations:\n"
+         "    argocd.argoproj.io/sync-options: Force=true,Replace=true\n")  # fmt: skip
+    kustomize.clear_cache()
+    report = validate.validate(repo_copy, ["dev"])
+    assert errors_of(report) == []
+    assert any("delete and re-create this TrainJob" in str(w) for w in report.warnings())
+
+
+def test_a_profile_colocating_on_a_level_the_cluster_lacks(repo_copy):
+    edit(
+        repo_copy,
+        "policies/tcp.yaml",
+        "      key: topology.kubernetes.io/zone",
+        "      key: topology.trainyard.dev/rack",
+    )
+    from trainyard.repo import generate
+
+    generate.write(repo_copy)
+    errors = _validate(repo_copy)
+    _assert_one(
+        errors, "profile tcp colocates on topology.trainyard.dev/rack", "not a level of the cluster's Kueue Topology"
+    )
+    _assert_one(errors, SMOKE, "Kueue would never admit it", "is not a level of Topology trainyard")
+
+
+def test_remote_resources_in_a_job_folder_are_not_treated_as_upstream(repo_copy):
+    remote = "https://raw.githubusercontent.com/example/x/v1/job.yaml"
+    base = "  - ../../../../base/jobs/trainjob\n"
+    edit(repo_copy, f"{SMOKE}/kustomization.yaml", base, f"{base}  - {remote}\n")
+    _assert_one(_validate(repo_copy), SMOKE, "kustomize build failed")
+
+
+def test_a_moving_image_pin_on_a_remote_manifest(repo_copy):
+    edit(repo_copy, "base/multus/install/kustomization.yaml", "newTag: v4.3.0-thick", "newTag: snapshot-thick")
+    _assert_one(_validate(repo_copy), "base/multus/application.yaml", "multus-cni:snapshot-thick", "moving tag")

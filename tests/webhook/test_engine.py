@@ -160,6 +160,11 @@ def test_unknown_profile_on_a_non_trainer_pod_is_left_alone(policies):
         (lambda p: p["spec"]["containers"].append({"name": "x", "image": 7}),
          "spec.containers[1].image: 7 is not an image reference"),
         (lambda p: p["spec"]["containers"].append("x"), "spec.containers[1] must be a container"),
+        (lambda p: p["spec"].update(initContainers=[{"name": "x", "image": "A" + "a" * 26 + "!/x:1"}]),
+         "spec.initContainers[0].image: 'Aaaaaaaaaaaaaaaaaaaaaaaaaaa!/x:1' is not an image reference"),
+        (lambda p: p["spec"].update(initContainers={"a": 1}), "spec.initContainers must be a list"),
+        (lambda p: p["spec"].update(initContainers=[{"name": f"i{i}", "image": TRAINER} for i in range(257)]),
+         "spec.initContainers: 257 containers; the fabric webhook takes at most 256"),
         (lambda p: p["spec"].update(containers={"a": 1}), "spec.containers must be a list"),
         (lambda p: p["spec"].update(containers=[{"name": f"c{i}", "image": TRAINER} for i in range(257)]),
          "spec.containers: 257 containers; the fabric webhook takes at most 256"),
@@ -316,7 +321,7 @@ def test_annotation_path_is_json_pointer_escaped(roce):
 def test_injects_profile_env_and_trainyard_variables(roce):
     out, _ = run(pod(trainer(gpus=2)), roce)
     env = env_of(out["spec"]["containers"][0])
-    assert env["NCCL_IB_HCA"] == "mlx5" and env["NCCL_IB_GID_INDEX"] == "3"
+    assert env["NCCL_IB_HCA"] == "mlx5" and "NCCL_IB_GID_INDEX" not in env  # NCCL 2.21+ chooses the GID
     assert env["TRAINYARD_FABRIC"] == "roce"
     assert env["TRAINYARD_EXPECT_TRANSPORT"] == "IB"
     assert env["TRAINYARD_SHM_BYTES"] == str(16 * GI)
@@ -367,7 +372,7 @@ def test_every_trainer_container_is_mutated_and_nothing_else(roce):
         "image": "fluent/fluent-bit:3.1.4",
         "env": [{"name": "NCCL_SOCKET_IFNAME", "value": "eth0"}],
     }
-    init = {"name": "fetch", "image": TRAINER}
+    init = {"name": "fetch", "image": "busybox:1.36"}  # trainer-image init containers: test_engine_trainjob.py
     p = pod(trainer("a", gpus=1), sidecar, trainer("b", gpus=1), initContainers=[init])
     out, _ = run(p, roce)
     a, logs, b = out["spec"]["containers"]

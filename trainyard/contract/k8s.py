@@ -48,6 +48,27 @@ def is_qualified_name(value: object) -> bool:
     return len(name) <= QUALIFIED_NAME_MAX and QUALIFIED_NAME_PART.fullmatch(name) is not None
 
 
+def name_problem(name: object) -> str | None:
+    """Why ``name`` cannot name an object whose name must be a DNS-1035 label (None if it can)."""
+    if is_dns1035_label(name):
+        return None
+    return (
+        f"metadata.name: {name!r} must be a DNS-1035 label: at most 63 characters, lower case letters, "
+        "digits and '-', starting with a letter and ending with a letter or digit"
+    )
+
+
+def unknown_fields(mapping: dict, known: frozenset[str], path: str, kind: str) -> list[str]:
+    """One problem per key of ``mapping`` that ``kind``'s schema does not have (a structural schema
+    drops them: the object would not say what its author meant)."""
+    listed = ", ".join(sorted(known))
+    return [
+        f"{path}.{key}: not a field of {kind} (known: {listed}); the API server would drop it"
+        for key in mapping
+        if key not in known
+    ]
+
+
 def expand(text: str, env: dict[str, str]) -> str:
     """Kubernetes' ``$(VAR)`` expansion of command, args and env values, in one left-to-right pass.
 

@@ -59,6 +59,24 @@ NAD_RESOURCE_ANNOTATION = "k8s.v1.cni.cncf.io/resourceName"
 # Kubeflow Training Operator v1: the label it puts on every pod of a job, on which the engine keys
 # the job's co-location and spread (kubeflow/training-operator, pkg/controller.v1/common).
 TRAINING_OPERATOR_JOB_LABEL = "training.kubeflow.org/job-name"
+# JobSet: the label it puts on every Job and pod of a JobSet (kubernetes-sigs/jobset@v0.12.0:
+# api/jobset/v1alpha2/jobset_types.go, JobSetNameKey, set in pkg/controllers/jobset_controller.go
+# labelAndAnnotateObject). Kubeflow Trainer v2 names a TrainJob's JobSet after the TrainJob
+# (kubeflow/trainer@v2.3.0:pkg/runtime/framework/plugins/jobset/jobset.go, Build), so the value is
+# the TrainJob's name.
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+# The labels that name a pod's job, in the order the engine looks for them: a TrainJob's pods
+# carry the first, a v1 job's pods the second.
+JOB_LABELS = (JOBSET_NAME_LABEL, TRAINING_OPERATOR_JOB_LABEL)
+
+# Kueue topology-aware scheduling (kubernetes-sigs/kueue@v0.19.2:apis/kueue/v1beta2/topology_types.go):
+# the pod-template annotations asking Kueue to place a pod set within one domain of a topology
+# level, and the scheduling gate Kueue puts on the pods it places itself (pkg/podset/podset.go,
+# FromAssignment: added when the admission carries a topology assignment, removed by Kueue's
+# ungater once it has pinned each pod to its domain).
+KUEUE_REQUIRED_TOPOLOGY_ANNOTATION = "kueue.x-k8s.io/podset-required-topology"
+KUEUE_PREFERRED_TOPOLOGY_ANNOTATION = "kueue.x-k8s.io/podset-preferred-topology"
+KUEUE_TOPOLOGY_GATE = "kueue.x-k8s.io/topology"
 
 # --- what the webhook adds to a pod ------------------------------------------------------------
 SHM_PATH = "/dev/shm"

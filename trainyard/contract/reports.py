@@ -17,7 +17,7 @@ import json
 import math
 import time
 import typing
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from typing import Any, ClassVar, Literal
 
 from trainyard.contract.errors import UserError
@@ -51,6 +51,11 @@ class Start:
     restart: int  # torchrun's restart count of this worker group
     resumed_from: int | None
     max_steps: int
+    # When this worker process began (epoch seconds, before torch was imported), when its process
+    # group was ready and how long setting it up took: with the torchrun log they split a restart.
+    process_started: float | None = None
+    group_ready: float | None = None
+    setup_ms: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +64,7 @@ class Resume:
     step: int
     path: str
     world_size: int
+    load_ms: float | None = None  # loading the checkpoint, all ranks
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +133,8 @@ def _check(cls: type, data: dict[str, Any], where: str) -> Any:
     hints = typing.get_type_hints(cls)
     values = {}
     for f in fields(cls):
+        if f.name not in data and f.default is not MISSING:  # a field added later: older lines lack it
+            continue
         if f.name not in data:
             raise ReportError(f"{where}: {cls.__name__} has no {f.name!r}")
         value, hint = data[f.name], hints[f.name]

@@ -13,7 +13,11 @@ repository uses, and refuses (with a message) the parts it does not emulate inst
   without a namespace get ``spec.destination.namespace``. Applications and ApplicationSets
   found among the rendered resources are followed in turn (app of apps); a path already
   rendered (the root app managing itself) is not rendered twice. Other sources (Helm charts,
-  other repositories) cannot be fetched offline: they are listed with their pinned revision.
+  other repositories) cannot be fetched offline: they are listed with their pinned revision. So
+  is a platform folder whose kustomizations fetch remote resources (a release manifest by URL,
+  which Argo CD's repo server downloads while building): its URLs are listed with the ref they
+  pin and the ``images`` pins its kustomizations set; a job folder (an ApplicationSet's) is built
+  as it is and fails on them.
   ``spec.sources``, ``spec.source.kustomize``/``helm``/``plugin`` on this repository's sources
   are reported as not emulated.
 - ``ApplicationSet``: the git directory generator (``generators[].git.directories`` with
@@ -116,10 +120,28 @@ class Upstream:
     revision: str
     path: str | None = None
     chart: str | None = None
+    images: tuple[str, ...] = ()  # image pins a kustomization of this repository sets on it
+    remote_resource: bool = False  # fetched by kustomize while building this repository's folder
 
     def describe(self) -> str:
-        what = f"chart {self.chart}" if self.chart else f"path {self.path or '.'}"
-        return f"{self.repo_url} {what} at {self.revision or '(no revision)'}"
+        if self.remote_resource:
+            what = f"{self.repo_url} (fetched by kustomize)"
+        else:
+            kind = f"chart {self.chart}" if self.chart else f"path {self.path or '.'}"
+            what = f"{self.repo_url} {kind} at {self.revision or '(no revision)'}"
+        return what + (f", images pinned to {', '.join(self.images)}" if self.images else "")
+
+
+def url_revision(url: str) -> str:
+    """The git ref a remote kustomize resource is pinned to: ``?ref=`` of a git URL, the tag of a
+    GitHub release asset, the ref segment of a raw.githubusercontent.com file ('' if none)."""
+    if "?ref=" in url:
+        return url.split("?ref=", 1)[1].split("&", 1)[0]
+    m = re.match(r"https://github\.com/[^/]+/[^/]+/releases/download/([^/]+)/", url)
+    if m:
+        return m.group(1)
+    m = re.match(r"https://raw\.githubusercontent\.com/[^/]+/[^/]+/([^/]+)/", url)
+    return m.group(1) if m else ""
 
 
 @dataclass
@@ -448,6 +470,15 @@ def render_cluster(repo: Repository, cluster: str, *, workers: int = 8) -> Clust
                     ar.self_reference = True
                     continue
                 seen_paths.add(path)
+                remote = kustomize.remote_parts(repo, repo.root / path) if not app.generated_by else None
+                if remote is not None and remote.urls:
+                    # Argo CD's repo server fetches these when it builds the folder; offline they are
+                    # listed with their pins. (Job folders, made by the ApplicationSet, are built and
+                    # fail on them: a job may not pull manifests from elsewhere.)
+                    ar.upstream = [
+                        Upstream(u, url_revision(u), images=remote.images, remote_resource=True) for u in remote.urls
+                    ]
+                    continue
                 if app.source.get("targetRevision") not in (None, "", repo.revision, "HEAD"):
                     problems.append(
                         warning(

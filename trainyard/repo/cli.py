@@ -1,4 +1,4 @@
-"""``trainyard render | validate | preview | new-job``: the GitOps repository's commands."""
+"""``trainyard render | generate | validate | preview | new-job``: the GitOps repository's commands."""
 
 from __future__ import annotations
 
@@ -6,16 +6,18 @@ import argparse
 import sys
 from pathlib import Path
 
+from trainyard.contract.argv import AddParser
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+
+def register(add_parser: AddParser) -> None:
+    p = add_parser(
         "render",
         help="render what Argo CD would apply to each cluster, per Application",
         description="Build clusters/<cluster>/ with kustomize, then follow every Application and ApplicationSet "
         "whose source is this repository (base/repo/repo.env), as Argo CD would, and print the objects as YAML, "
         "Application by Application in sync-wave order (--out: one file per Application). Upstream sources "
-        "(Training Operator, Multus, cert-manager, whereabouts) cannot be fetched offline and are listed with their "
-        "pinned revision.",
+        "(Kubeflow Trainer, Kueue, the v1 Training Operator, Multus, cert-manager, whereabouts) cannot be fetched "
+        "offline and are listed with their pinned revision.",
     )
     p.add_argument("--cluster", action="append", default=[], metavar="C", help="a cluster (repeatable; default all)")
     p.add_argument(
@@ -25,11 +27,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=_render)
 
-    p = sub.add_parser(
+    p = add_parser(
+        "generate",
+        help="write the manifests derived from policies/ and the clusters' facts (runtimes, Kueue queues)",
+        description="Write base/runtimes/<profile>/ (one ClusterTrainingRuntime per FabricProfile in policies/) and "
+        "overlays/<cluster>/platform/kueue/ (Kueue Topology, ResourceFlavors, ClusterQueue and LocalQueue from "
+        "clusters/<cluster>/cluster.yaml), and delete generated files whose source is gone. Commit the result: Argo "
+        "CD syncs these files from git, and trainyard validate fails while one differs from its source.",
+    )
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 listing the files that are out of date")
+    p.set_defaults(func=_generate)
+
+    p = add_parser(
         "validate",
         help="check every cluster: schemas, operator rules, fabric, waves, images, NCCL env, admission",
         description="Render every cluster and check it: built-in kinds against the Kubernetes 1.30 schemas "
-        "(strict), Kubeflow jobs against the Training Operator's admission rules, the webhook's profile and its "
+        "(strict), TrainJobs against Kubeflow Trainer's admission rules and their runtime, JobSet and Kueue, v1 "
+        "jobs against the Training Operator's admission rules, generated files against their sources, the "
+        "webhook's profile and its "
         "network, sync waves, image tags, the NCCL env lint, unique job names, and each job's pods against the "
         "ValidatingAdmissionPolicy (CEL) before and after the webhook engine. Exit 1 if anything is wrong.",
     )
@@ -38,33 +53,41 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quiet", action="store_true", help="print errors only, no warnings or summary")
     p.set_defaults(func=_validate)
 
-    p = sub.add_parser(
+    p = add_parser(
         "preview",
         help="show the pods a job folder becomes and what the webhook injects into each",
-        description="Render a job folder (overlays/<cluster>/jobs/<job>), expand its job into the pods the "
-        "Training Operator creates, run each through the webhook engine with the cluster's default profile and "
-        "print what was injected and what the admission policy decides.",
+        description="Render a job folder (overlays/<cluster>/jobs/<job>), expand its job into the pods its "
+        "controllers create (TrainJob: runtime, Kueue's admission, JobSet, Jobs, pods; v1 kinds: the Training "
+        "Operator), run each through the webhook engine with the cluster's default profile and print what was "
+        "injected and what the admission policy decides.",
     )
     p.add_argument("path", metavar="PATH", help="a job folder, overlays/<cluster>/jobs/<job>")
     p.add_argument("--diff", action="store_true", help="add a unified diff of each pod, as created -> as admitted")
     p.add_argument("--pods", action="store_true", help="print the admitted pods as YAML instead of the summary")
     p.set_defaults(func=_preview)
 
-    p = sub.add_parser(
+    p = add_parser(
         "new-job",
         help="scaffold overlays/<cluster>/jobs/<name>/ and validate the cluster with it",
         description="Write overlays/CLUSTER/jobs/NAME/ (a kustomization on base/jobs/<kind> and a small JSON "
-        "patch), refusing to overwrite, then validate the cluster. Arguments after -- go to the trainer "
-        "(default: --model tiny --data synthetic; --checkpoint-dir /checkpoints/NAME is added when missing).",
-        usage="trainyard new-job NAME --cluster C [--kind pytorch|mpi|tf] --nodes N --gpus G "
+        "patch), refusing to overwrite, then validate the cluster. The default kind is a TrainJob (Kubeflow Trainer "
+        "v2) on the cluster's runtime trainyard-<fabric>, queued by Kueue; --kind pytorch|mpi|tf writes a job for "
+        "the legacy v1 Training Operator. Arguments after -- go to the trainer (default: --model tiny --data "
+        "synthetic; --checkpoint-dir /checkpoints/NAME is added when missing).",
+        usage="trainyard new-job NAME --cluster C [--kind trainjob|pytorch|mpi|tf] --nodes N --gpus G "
         "[--elastic MIN:MAX] [--image-tag T] [-- TRAINER ARGS]",
     )
     p.add_argument("name", metavar="NAME", help="job name: a DNS-1035 label (lower case, digits, '-')")
     p.add_argument("--cluster", required=True, metavar="C", help="cluster folder under clusters/ and overlays/")
-    p.add_argument("--kind", default="pytorch", choices=["pytorch", "mpi", "tf"], help="job kind (default pytorch)")
+    p.add_argument(
+        "--kind",
+        default="trainjob",
+        choices=["trainjob", "pytorch", "mpi", "tf"],
+        help="job kind (default trainjob; pytorch, mpi and tf are the v1 kinds)",
+    )
     p.add_argument("--nodes", type=int, required=True, metavar="N", help="pods (nodes) of the job")
     p.add_argument("--gpus", type=int, required=True, metavar="G", help="GPUs per pod (processes per node)")
-    p.add_argument("--elastic", metavar="MIN:MAX", help="PyTorch only: elastic between MIN and MAX nodes")
+    p.add_argument("--elastic", metavar="MIN:MAX", help="--kind pytorch only: elastic between MIN and MAX nodes")
     p.add_argument("--image-tag", metavar="T", help="trainer image tag (default: the base's pinned tag)")
     p.set_defaults(func=_new_job, takes_passthrough=True)
 
@@ -82,6 +105,26 @@ def _render(args: argparse.Namespace) -> int:
     repo = repository.load()
     text, _ = render.render(repo, args.cluster or None, Path(args.out) if args.out else None)
     sys.stdout.write(text)
+    return 0
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from trainyard.repo import generate, repository, validate
+
+    repo = repository.load()
+    if args.check:
+        stale = generate.stale(repo)
+        for path, problem in stale:
+            print(f"{path}: {problem}", file=sys.stderr)
+        if stale:
+            raise validate.ValidationFailed(f"{len(stale)} generated file(s) out of date; run trainyard generate")
+        print("every generated file is up to date")
+        return 0
+    changed = generate.write(repo)
+    for path in changed:
+        print(f"wrote {path}" if (repo.root / path).exists() else f"deleted {path}")
+    if not changed:
+        print("every generated file is up to date")
     return 0
 
 

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -54,6 +55,57 @@ def command() -> tuple[str, ...]:
 
 def is_kustomization(folder: Path) -> bool:
     return any((folder / name).is_file() for name in KUSTOMIZATION_FILES)
+
+
+REMOTE_PREFIXES = ("http://", "https://", "git::", "ssh://", "git@", "github.com/")
+
+
+def is_remote(entry: object) -> bool:
+    """A kustomization ``resources`` entry kustomize fetches over the network (a URL or a git repository)."""
+    return isinstance(entry, str) and entry.strip().startswith(REMOTE_PREFIXES)
+
+
+@dataclass(frozen=True)
+class Remote:
+    """What a folder's kustomizations fetch over the network, and the image pins they set."""
+
+    urls: tuple[str, ...]
+    images: tuple[str, ...]  # "name:tag" / "name@digest" from the kustomizations' images:
+
+
+def remote_parts(repo: Repository, folder: Path) -> Remote:
+    """The remote resources ``folder``'s kustomization reaches, through its local bases and
+    components, with the ``images`` pins of those kustomizations."""
+    urls: list[str] = []
+    images: list[str] = []
+    seen: set[Path] = set()
+    pending = [folder.resolve()]
+    while pending:
+        current = pending.pop()
+        if current in seen or repo.root not in (current, *current.parents):
+            continue
+        seen.add(current)
+        file = next((current / n for n in KUSTOMIZATION_FILES if (current / n).is_file()), None)
+        if file is None:
+            continue
+        try:
+            doc = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue  # kustomize reports it when the folder is built
+        if not isinstance(doc, dict):
+            continue
+        for key in ("resources", "bases", "components"):
+            for entry in doc.get(key) or []:
+                if is_remote(entry):
+                    urls.append(str(entry).strip())
+                elif isinstance(entry, str) and (current / entry).is_dir():
+                    pending.append((current / entry).resolve())
+        for image in doc.get("images") or []:
+            if isinstance(image, dict) and image.get("name"):
+                name = str(image.get("newName") or image["name"])
+                pin = f"@{image['digest']}" if image.get("digest") else f":{image.get('newTag', '')}"
+                images.append(name + pin)
+    return Remote(tuple(urls), tuple(images))
 
 
 def load_documents(text: str, where: str) -> list[dict]:

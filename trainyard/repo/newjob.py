@@ -2,7 +2,9 @@
 
 The folder holds a kustomization that takes base/jobs/<kind> and a JSON patch (job.yaml) with
 what is the job's own: its name, its size, the trainer's arguments and the resources of a pod.
-Nothing about the fabric: the webhook adds that at admission.
+Nothing about the fabric: the webhook adds that at admission. The default kind is a TrainJob
+(Kubeflow Trainer v2) on the cluster's runtime ``trainyard-<fabric>`` (the fabric the cluster's
+webhook applies by default); ``--kind pytorch|mpi|tf`` writes a v1 job for the legacy operator.
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ from pathlib import Path
 from trainyard.contract.errors import UserError
 from trainyard.contract.k8s import is_dns1035_label
 from trainyard.contract.names import TRAINER_REPOSITORY, TRAINING_OPERATOR_JOB_LABEL
+from trainyard.repo import runtimes, trainjob
 from trainyard.repo.repository import OVERLAYS, Repository
 from trainyard.repo.training_operator import REPLICA_TYPE_LABEL
 
-KINDS = {"pytorch": "PyTorchJob", "mpi": "MPIJob", "tf": "TFJob"}
-BASES = {"pytorch": "pytorchjob", "mpi": "mpijob", "tf": "tfjob"}
+KINDS = {"trainjob": "TrainJob", "pytorch": "PyTorchJob", "mpi": "MPIJob", "tf": "TFJob"}
+BASES = {"trainjob": "trainjob", "pytorch": "pytorchjob", "mpi": "mpijob", "tf": "tfjob"}
+GROUPS = {"trainjob": trainjob.API_GROUP}  # the v1 kinds: kubeflow.org
 TRAINER_IMAGE = TRAINER_REPOSITORY
 DEFAULT_TRAINER_ARGS = ("--model", "tiny", "--data", "synthetic")
 
@@ -29,12 +33,13 @@ DEFAULT_TRAINER_ARGS = ("--model", "tiny", "--data", "synthetic")
 class JobRequest:
     name: str
     cluster: str
-    kind: str = "pytorch"
+    kind: str = "trainjob"
     nodes: int = 1
     gpus: int = 1
     elastic: tuple[int, int] | None = None
     image_tag: str | None = None
     trainer_args: list[str] = field(default_factory=list)
+    fabric: str | None = None  # TrainJob: the cluster's default fabric (its runtime is trainyard-<fabric>)
 
 
 def parse_elastic(text: str) -> tuple[int, int]:
@@ -61,13 +66,22 @@ def check_request(repo: Repository, req: JobRequest) -> Path:
         raise UserError(f"--nodes {req.nodes}: a job needs at least one node")
     if req.gpus < 0:
         raise UserError(f"--gpus {req.gpus}: must be 0 or more")
-    longest = f"{req.name}-{'launcher' if req.kind == 'mpi' else 'worker'}-{max(req.nodes - 1, 0)}"
+    if req.kind == "trainjob":  # JobSet's pod names (jobset_webhook.go), 5 characters for the API server
+        longest = f"{req.name}-{trainjob.NODE}-0-{max(req.nodes - 1, 0)}-abcde"
+        what = "JobSet would name a pod"
+    else:
+        longest = f"{req.name}-{'launcher' if req.kind == 'mpi' else 'worker'}-{max(req.nodes - 1, 0)}"
+        what = "the operator would name a pod and its Service"
     if len(longest) > 63:
         raise UserError(
-            f"job name {req.name!r} is too long: the operator would name a pod and its Service {longest!r} "
-            f"({len(longest)} characters, at most 63)"
+            f"job name {req.name!r} is too long: {what} {longest!r} ({len(longest)} characters, at most 63)"
         )
     if req.elastic is not None:
+        if req.kind == "trainjob":
+            raise UserError(
+                "--elastic: a TrainJob has no elastic policy (Kubeflow Trainer removed it in v2.2); "
+                "use --kind pytorch for an elastic PyTorchJob on the v1 operator"
+            )
         if req.kind != "pytorch":
             raise UserError("--elastic applies to PyTorch jobs only (torchrun's elastic rendezvous)")
         lo, hi = req.elastic
@@ -123,7 +137,18 @@ def job_patch(req: JobRequest) -> str:
         "# arguments and what one pod needs. The fabric (NCCL, net1, /dev/shm, RDMA) comes from the webhook.\n"
     )
     ops = [_op("replace", "/metadata/name", req.name)]
-    if req.kind == "pytorch":
+    if req.kind == "trainjob":
+        if not req.fabric:
+            raise UserError(f"cluster {req.cluster}: no default fabric profile found for the TrainJob's runtime")
+        ops.append(_op("replace", "/spec/runtimeRef/name", runtimes.runtime_name(req.fabric)))
+        trainer = (
+            f"\n    numNodes: {req.nodes}\n    numProcPerNode: {procs}"
+            f"\n    args:{_list(['--', *args], '      ')}\n    resourcesPerNode:{_resources(req.gpus, '      ')}"
+        )
+        if req.image_tag:
+            trainer += f"\n    image: {_q(f'{TRAINER_IMAGE}:{req.image_tag}')}"
+        ops.append(_op("add", "/spec/trainer", trainer))
+    elif req.kind == "pytorch":
         ops.append(_op("replace", "/spec/nprocPerNode", _q(str(procs))))
         specs = "/spec/pytorchReplicaSpecs"
         if req.elastic:
@@ -198,13 +223,13 @@ def kustomization(req: JobRequest) -> str:
         "namespace: ml-training\n"
         "resources:\n" + "".join(f"  - {r}\n" for r in resources)
     )
-    if req.image_tag:
+    if req.image_tag and req.kind != "trainjob":  # a TrainJob names its image in spec.trainer.image
         text += f"images:\n  - name: {TRAINER_IMAGE}\n    newTag: {_q(req.image_tag)}\n"
     text += (
         "patches:\n"
         "  - path: job.yaml\n"
         "    target:\n"
-        "      group: kubeflow.org\n"
+        f"      group: {GROUPS.get(req.kind, 'kubeflow.org')}\n"
         f"      kind: {kind}\n"
         "      name: trainer\n"
     )
@@ -235,6 +260,10 @@ def service(req: JobRequest) -> str:
 def create(repo: Repository, req: JobRequest) -> list[Path]:
     """Write the job folder; return the files written (the caller validates the cluster)."""
     folder = check_request(repo, req)
+    if req.kind == "trainjob" and req.fabric is None:  # the runtime of the fabric the cluster applies by default
+        from trainyard.repo import preview
+
+        req.fabric = preview.load_context(repo, req.cluster).profile
     folder.mkdir(parents=True)
     files = {"kustomization.yaml": kustomization(req), "job.yaml": job_patch(req)}
     if req.kind == "mpi":

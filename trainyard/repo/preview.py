@@ -1,11 +1,14 @@
 """Preview: the pods a job folder becomes, what the webhook injects, what admission decides.
 
-For each Training Operator job a folder renders: the pods the operator creates
-(:func:`expand_job`), each sent through the same engine the webhook server runs
-(``webhook.engine.admit``, patch applied with jsonpatch), then checked as kube-apiserver would:
-the cluster's ValidatingAdmissionPolicy (with CEL, :mod:`trainyard.repo.vap`) and the Pod schema
-(kubernetes-validate, strict). The policy must reject the pod before the webhook and admit it
-after; anything else is reported.
+For each job a folder renders, the pods its controllers create: for a TrainJob, the JobSet
+Kubeflow Trainer builds from the job's ClusterTrainingRuntime, the Jobs and pods JobSet and the
+Job controller make of it (:mod:`trainyard.repo.trainjob`), after Kueue has admitted the job when
+it names a LocalQueue (:mod:`trainyard.repo.kueue`); for a v1 job (PyTorchJob, TFJob, MPIJob) the
+pods the Training Operator creates (:mod:`trainyard.repo.training_operator`). Each pod is sent
+through the same engine the webhook server runs (``webhook.engine.admit``, patch applied with
+jsonpatch), then checked as kube-apiserver would: the cluster's ValidatingAdmissionPolicy (with
+CEL, :mod:`trainyard.repo.vap`) and the Pod schema (kubernetes-validate, strict). The policy must
+reject the pod before the webhook and admit it after; anything else is reported.
 """
 
 from __future__ import annotations
@@ -19,22 +22,40 @@ import jsonpatch
 import yaml
 
 from trainyard.contract.errors import UserError
-from trainyard.repo import cluster_facts, kustomize, schema, training_operator, vap
-from trainyard.repo.rendered import Resource
+from trainyard.contract.names import JOB_LABELS, KUEUE_TOPOLOGY_GATE
+from trainyard.repo import (
+    cluster_facts,
+    jobset,
+    kueue,
+    kustomize,
+    schema,
+    strategic_merge,
+    training_operator,
+    trainjob,
+    vap,
+)
+from trainyard.repo.rendered import Resource, name_of, namespace_of
 from trainyard.repo.repository import OVERLAYS, POLICIES, Repository
 
-expand_job = training_operator.expand_job  # the pods the Training Operator creates for a job
+JOB_KINDS = "TrainJob, PyTorchJob, TFJob or MPIJob"
+
+
+def is_job(doc: object) -> bool:
+    """A job trainyard previews: a TrainJob or a Training Operator (v1) job."""
+    return trainjob.is_trainjob(doc) or training_operator.is_job(doc)
 
 
 @dataclass
 class Context:
-    """What admission looks like on one cluster."""
+    """What admission looks like on one cluster, and what its TrainJobs run on."""
 
     cluster: str
     policies: object  # webhook.policy.PolicySet
     profile: str
     params: dict
     policy: dict
+    runtimes: list[dict] = field(default_factory=list)  # ClusterTrainingRuntimes the cluster installs
+    queues: kueue.Queues = field(default_factory=kueue.Queues)
 
 
 @dataclass
@@ -77,17 +98,27 @@ class JobPreview:
     cluster: str
     profile: str
     pods: list[PodPreview]
+    notes: list[str] = field(default_factory=list)  # what the controllers made, in words
+    refused: list[str] = field(default_factory=list)  # why a controller or Kueue would not run it
 
     def problems(self) -> list[str]:
-        return [p for pod in self.pods for p in pod.problems()]
+        return [*self.refused, *(p for pod in self.pods for p in pod.problems())]
+
+
+PLATFORM_FOLDERS = ("webhook", "runtimes", "kueue")  # overlays/<cluster>/platform/<folder> (base/apps/platform.yaml)
 
 
 def load_context(repo: Repository, cluster: str, resources: list[Resource] | None = None) -> Context:
-    """Admission on ``cluster``: from its rendered resources, or by building its webhook overlay."""
+    """Admission on ``cluster``: from its rendered resources, or by building its webhook,
+    runtimes and Kueue overlays."""
     from webhook.policy import load_policies
 
     if resources is None:
-        resources = kustomize.build(repo, f"{OVERLAYS.as_posix()}/{cluster}/platform/webhook")
+        resources = []
+        for folder in PLATFORM_FOLDERS:
+            path = repo.root / OVERLAYS / cluster / "platform" / folder
+            if folder == "webhook" or kustomize.is_kustomization(path):
+                resources += kustomize.build(repo, path)
     facts = cluster_facts.collect(resources)
     where = f"{OVERLAYS.as_posix()}/{cluster}/platform/webhook"
     if facts.webhook is None or not facts.profile:
@@ -103,13 +134,15 @@ def load_context(repo: Repository, cluster: str, resources: list[Resource] | Non
             f"{facts.profile_where}: the webhook's --profile {facts.profile!r} names no profile in "
             f"{POLICIES}/ (known: {', '.join(policies.names)})"
         )
-    return Context(cluster, policies, facts.profile, facts.params.doc, facts.policy.doc)
+    runtimes = [r.doc for r in resources if trainjob.is_runtime(r.doc)]
+    return Context(cluster, policies, facts.profile, facts.params.doc, facts.policy.doc, runtimes,
+                   kueue.Queues.collect(resources))  # fmt: skip
 
 
 def preview_pod(pod: dict, ctx: Context) -> PodPreview:
     from webhook.engine import MutationError, admit
 
-    name = str((pod.get("metadata") or {}).get("name", ""))
+    name = jobset.pod_name(pod)
     namespace = (pod.get("metadata") or {}).get("namespace") or "default"
     out = PodPreview(name=name, before=pod, after=pod, action="skip", profile=None)
     try:
@@ -130,8 +163,70 @@ def preview_pod(pod: dict, ctx: Context) -> PodPreview:
 
 
 def preview_job(job: Resource, ctx: Context) -> JobPreview:
-    pods = expand_job(job.doc)
+    """The job's pods through admission. Raises JobError / TrainJobError when the job's
+    controller would refuse the job outright."""
+    if trainjob.is_trainjob(job.doc):
+        return preview_trainjob(job, ctx)
+    pods = training_operator.expand_job(job.doc)
     return JobPreview(job=job, cluster=ctx.cluster, profile=ctx.profile, pods=[preview_pod(p, ctx) for p in pods])
+
+
+@dataclass
+class TrainJobRun:
+    """A TrainJob as it runs on a cluster: its runtime, Kueue's admission and the objects it becomes."""
+
+    runtime: dict
+    admission: kueue.Admission | None
+    expansion: trainjob.Expansion
+    admitted: dict  # the TrainJob with Kueue's runtime patch, unsuspended
+
+
+def run_trainjob(job: Resource, ctx: Context) -> TrainJobRun:
+    """Raises TrainJobError naming what Trainer, JobSet or Kueue would refuse."""
+    doc = job.doc
+    runtime = trainjob.find_runtime(doc, ctx.runtimes)
+    problems = trainjob.admission_problems(doc, runtime)
+    if runtime is None and not problems:
+        _, kind, name = trainjob.runtime_ref(doc)
+        known = ", ".join(sorted(name_of(r) for r in ctx.runtimes)) or "none"
+        problems = [f"spec.runtimeRef: no {kind} {name!r} on cluster {ctx.cluster} (known: {known})"]
+    if problems:
+        raise trainjob.TrainJobError("; ".join(problems))
+    uid = jobset.stand_in_uid("TrainJob", namespace_of(doc), name_of(doc))
+    admission, refused = kueue.admit(doc, trainjob.build_jobset(doc, runtime), ctx.queues, uid)
+    if refused:
+        raise trainjob.TrainJobError("Kueue would never admit it: " + "; ".join(refused))
+    admitted = copy.deepcopy(doc)
+    if admission is not None:  # the Kueue webhook appends its patch; admission fills it and unsuspends
+        spec = admitted.setdefault("spec", {})
+        spec["runtimePatches"] = [*(spec.get("runtimePatches") or []), admission.patch]
+        spec["suspend"] = False
+    try:
+        expansion = trainjob.expand(admitted, runtime)
+    except (jobset.JobSetError, strategic_merge.PatchError) as exc:
+        raise trainjob.TrainJobError(str(exc)) from None
+    return TrainJobRun(runtime, admission, expansion, admitted)
+
+
+def preview_trainjob(job: Resource, ctx: Context) -> JobPreview:
+    run = run_trainjob(job, ctx)
+    e = run.expansion
+    notes = [
+        f"runtime {name_of(run.runtime)}: JobSet {name_of(e.jobset)}, "
+        + ", ".join(f"Job {name_of(j)} ({j['spec'].get('completions', 1)} pods)" for j in e.jobs),
+        f"headless Service {name_of(e.service)}: each pod is reached at <hostname>.{name_of(e.service)}"
+        + (f"; PET_MASTER_ADDR {e.master_addr}" if e.master_addr else ""),
+    ]
+    if run.admission is not None:
+        a = run.admission
+        notes.append(
+            f"Kueue: LocalQueue {kueue.queue_name(job.doc)} -> ClusterQueue {a.cluster_queue}, flavor {a.flavor}, "
+            f"Workload {a.workload}; pods are created with Kueue's topology gate and placed by Kueue"
+        )
+    elif kueue.queue_name(job.doc) is None:
+        notes.append(f"Kueue: not queued (no {kueue.QUEUE_LABEL} label); the webhook's affinity places the pods")
+    pods = [preview_pod(p, ctx) for p in e.pods]
+    return JobPreview(job=job, cluster=ctx.cluster, profile=ctx.profile, pods=pods, notes=notes)
 
 
 def cluster_of(repo: Repository, path: Path) -> str:
@@ -150,16 +245,16 @@ def preview_path(repo: Repository, path: str | Path) -> list[JobPreview]:
         folder = (Path.cwd() / folder).resolve()
     cluster = cluster_of(repo, folder)
     resources = kustomize.build(repo, folder)
-    jobs = [r for r in resources if training_operator.is_job(r.doc)]
+    jobs = [r for r in resources if is_job(r.doc)]
     if not jobs:
-        raise UserError(f"{repo.rel(folder)}: renders no PyTorchJob, TFJob or MPIJob")
+        raise UserError(f"{repo.rel(folder)}: renders no {JOB_KINDS}")
     ctx = load_context(repo, cluster)
     out = []
     for job in jobs:
         try:
             out.append(preview_job(job, ctx))
-        except training_operator.JobError as exc:
-            raise UserError(f"{job.where()}: {exc}") from None
+        except (training_operator.JobError, trainjob.TrainJobError) as exc:
+            raise UserError(f"{job.where()}: {job.describe()}: {exc}") from None
     return out
 
 
@@ -167,9 +262,9 @@ def preview_path(repo: Repository, path: str | Path) -> list[JobPreview]:
 # Presentation
 
 
-def _containers(pod: dict) -> dict[str, dict]:
+def _containers(pod: dict, group: str = "containers") -> dict[str, dict]:
     spec = pod.get("spec") or {}
-    return {c.get("name", f"#{i}"): c for i, c in enumerate(spec.get("containers") or []) if isinstance(c, dict)}
+    return {c.get("name", f"#{i}"): c for i, c in enumerate(spec.get(group) or []) if isinstance(c, dict)}
 
 
 def _env_map(c: dict) -> dict[str, str]:
@@ -188,29 +283,16 @@ def injected(before: dict, after: dict) -> list[str]:
     for k, v in ann_a.items():
         if ann_b.get(k) != v:
             lines.append(f"annotation {k}: {v}")
-    cb, ca = _containers(before), _containers(after)
-    for name, c in ca.items():
-        old = cb.get(name, {})
-        env_b, env_a = _env_map(old), _env_map(c)
-        for k, v in env_a.items():
-            if k not in env_b:
-                lines.append(f"container {name}: env {k}={v}")
-            elif env_b[k] != v:
-                lines.append(f"container {name}: env {k}={v} (was {env_b[k]})")
-        caps_b = ((old.get("securityContext") or {}).get("capabilities") or {}).get("add") or []
-        caps_a = ((c.get("securityContext") or {}).get("capabilities") or {}).get("add") or []
-        for cap in caps_a:
-            if cap not in caps_b:
-                lines.append(f"container {name}: capability {cap}")
-        mounts_b = {m.get("mountPath") for m in old.get("volumeMounts") or []}
-        for m in c.get("volumeMounts") or []:
-            if m.get("mountPath") not in mounts_b:
-                lines.append(f"container {name}: mount {m.get('name')} at {m.get('mountPath')}")
-        lim_b = (old.get("resources") or {}).get("limits") or {}
-        lim_a = (c.get("resources") or {}).get("limits") or {}
-        for k, v in lim_a.items():
-            if k not in lim_b:
-                lines.append(f"container {name}: limit {k}: {v}")
+    changed = _container_changes(_containers(before), _containers(after))
+    lines += [f"container {name}: {line}" for name, items in changed.items() for line in items]
+    for name, items in _container_changes(
+        _containers(before, "initContainers"), _containers(after, "initContainers")
+    ).items():
+        same = next((c for c, theirs in changed.items() if theirs and set(items) <= set(theirs)), None)
+        if same is not None and items:
+            lines.append(f"init container {name}: the same {_kinds(items)} as container {same}")
+        else:
+            lines += [f"init container {name}: {line}" for line in items]
     sb, sa = before.get("spec") or {}, after.get("spec") or {}
     vols_b = {v.get("name") for v in sb.get("volumes") or []}
     for v in sa.get("volumes") or []:
@@ -223,13 +305,46 @@ def injected(before: dict, after: dict) -> list[str]:
             lines.append(f"toleration {t.get('key', '*')} {t.get('operator', 'Equal')} {t.get('effect', '')}".rstrip())
     aff_b = yaml.safe_dump(sb.get("affinity") or {})
     if yaml.safe_dump(sa.get("affinity") or {}) != aff_b:
-        lines.append("affinity: co-locate the job's pods (podAffinity on the job-name label)")
+        label = next((k for k in JOB_LABELS if k in ((after.get("metadata") or {}).get("labels") or {})), "job")
+        lines.append(f"affinity: co-locate the job's pods (podAffinity on {label})")
     for t in sa.get("topologySpreadConstraints") or []:
         if t not in (sb.get("topologySpreadConstraints") or []):
             lines.append(
                 f"topology spread: {t.get('topologyKey')} maxSkew {t.get('maxSkew')} ({t.get('whenUnsatisfiable')})"
             )
     return lines
+
+
+def _container_changes(cb: dict[str, dict], ca: dict[str, dict]) -> dict[str, list[str]]:
+    """Per container: what it gained (env, capabilities, mounts, limits), one item per setting."""
+    out: dict[str, list[str]] = {}
+    for name, c in ca.items():
+        old = cb.get(name, {})
+        lines = out.setdefault(name, [])
+        env_b, env_a = _env_map(old), _env_map(c)
+        for k, v in env_a.items():
+            if k not in env_b:
+                lines.append(f"env {k}={v}")
+            elif env_b[k] != v:
+                lines.append(f"env {k}={v} (was {env_b[k]})")
+        caps_b = ((old.get("securityContext") or {}).get("capabilities") or {}).get("add") or []
+        caps_a = ((c.get("securityContext") or {}).get("capabilities") or {}).get("add") or []
+        lines += [f"capability {cap}" for cap in caps_a if cap not in caps_b]
+        mounts_b = {m.get("mountPath") for m in old.get("volumeMounts") or []}
+        for m in c.get("volumeMounts") or []:
+            if m.get("mountPath") not in mounts_b:
+                lines.append(f"mount {m.get('name')} at {m.get('mountPath')}")
+        lim_b = (old.get("resources") or {}).get("limits") or {}
+        lim_a = (c.get("resources") or {}).get("limits") or {}
+        lines += [f"limit {k}: {v}" for k, v in lim_a.items() if k not in lim_b]
+    return out
+
+
+def _kinds(items: list[str]) -> str:
+    """'env, mount and capability' for a list of changes, in words."""
+    words = {"env": "env", "mount": "/dev/shm mount", "capability": "capabilities", "limit": "limits"}
+    seen = list(dict.fromkeys(words[i.split(" ", 1)[0]] for i in items))
+    return seen[0] if len(seen) == 1 else ", ".join(seen[:-1]) + " and " + seen[-1]
 
 
 def _yaml(doc: dict) -> list[str]:
@@ -250,6 +365,8 @@ def format_job(jp: JobPreview, *, diff: bool = False) -> str:
         f"{job.describe()} ({job.where()}) on cluster {jp.cluster}, default fabric profile {jp.profile}: "
         f"{len(jp.pods)} pod(s)"
     ]
+    lines += [f"  {note}" for note in jp.notes]
+    lines += [f"  error: {p}" for p in jp.refused]
     for pod in jp.pods:
         lines.append("")
         head = f"pod {pod.name}: "
@@ -258,18 +375,13 @@ def format_job(jp: JobPreview, *, diff: bool = False) -> str:
         else:
             head += f"{pod.action}: {pod.reason}"
         lines.append(head)
-        role = (pod.before.get("metadata") or {}).get("labels", {})
-        env = {k: v for c in _containers(pod.before).values() for k, v in _env_map(c).items()}
-        operator_env = [
-            f"{k}={env[k]}" for k in sorted(env) if k.startswith(("MASTER_", "PET_", "WORLD_SIZE", "RANK", "TF_CONFIG"))
-        ]
-        lines.append(
-            f"  from the operator: replica {role.get(training_operator.REPLICA_TYPE_LABEL)}"
-            f" {role.get(training_operator.REPLICA_INDEX_LABEL, '')}".rstrip()
-            + (f"; {' '.join(operator_env)}" if operator_env else "")
-        )
+        lines.append("  " + _origin(pod.before))
         for item in injected(pod.before, pod.after):
             lines.append(f"  + {item}")
+        if any(
+            g.get("name") == KUEUE_TOPOLOGY_GATE for g in (pod.after.get("spec") or {}).get("schedulingGates") or []
+        ):
+            lines.append(f"  placement: Kueue (scheduling gate {KUEUE_TOPOLOGY_GATE}); the webhook adds no affinity")
         for w in pod.warnings:
             lines.append(f"  warning: {w}")
         if pod.vap_before is not None and pod.vap_before.matched:
@@ -283,6 +395,27 @@ def format_job(jp: JobPreview, *, diff: bool = False) -> str:
         if diff:
             lines.append(unified_diff(pod).rstrip("\n"))
     return "\n".join(lines) + "\n"
+
+
+def _origin(pod: dict) -> str:
+    """Which controller made the pod, and the env it set for the job's ranks, in one line."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    env = {k: v for c in _containers(pod).values() for k, v in _env_map(c).items()}
+    ranks = [
+        f"{k}={env[k]}" for k in sorted(env) if k.startswith(("MASTER_", "PET_", "WORLD_SIZE", "RANK", "TF_CONFIG"))
+    ]
+    if jobset.JOB_INDEX_LABEL in labels:
+        dns = jobset.pod_dns_name(pod)
+        head = (
+            f"from Trainer/JobSet: Job {labels.get(jobset.JOB_NAME_LABELS[0])} index "
+            f"{labels.get(jobset.COMPLETION_INDEX)}" + (f", reached at {dns}" if dns else "")
+        )
+    else:
+        head = (
+            f"from the operator: replica {labels.get(training_operator.REPLICA_TYPE_LABEL)}"
+            f" {labels.get(training_operator.REPLICA_INDEX_LABEL, '')}".rstrip()
+        )
+    return head + (f"; {' '.join(ranks)}" if ranks else "")
 
 
 def pods_yaml(jp: JobPreview) -> str:

@@ -79,6 +79,8 @@ def write(render: argocd.ClusterRender, out: Path) -> list[Path]:
 def render(repo: Repository, clusters: list[str] | None, out: Path | None) -> tuple[str, list[argocd.ClusterRender]]:
     """Render ``clusters`` (default: all). Returns the text to print and the renders; raises
     RenderFailed listing every folder that did not render."""
+    if out is not None and out.exists() and not out.is_dir():
+        raise UserError(f"--out {out}: exists and is not a directory; name a directory (created if missing)")
     names = [repo.require_cluster(c) for c in clusters] if clusters else repo.clusters()
     renders = [argocd.render_cluster(repo, c) for c in names]
     problems = [f"[{r.cluster}] {p}" for r in renders for p in r.errors()]
@@ -88,7 +90,10 @@ def render(repo: Repository, clusters: list[str] | None, out: Path | None) -> tu
         return "---\n".join(render_text(r) for r in renders), renders
     lines = []
     for r in renders:
-        files = write(r, out)
+        try:
+            files = write(r, out)
+        except OSError as exc:
+            raise UserError(f"--out {out}: cannot write the render of {r.cluster}: {exc.strerror or exc}") from None
         upstream = sum(1 for a in r.apps if a.upstream)
         lines.append(
             f"{r.cluster}: {len(r.apps)} Applications ({upstream} upstream, listed with their pinned revision) "

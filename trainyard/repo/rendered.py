@@ -30,6 +30,14 @@ CLUSTER_SCOPED = frozenset(
         ("scheduling.k8s.io", "PriorityClass"),
         ("networking.k8s.io", "IngressClass"),
         ("cert-manager.io", "ClusterIssuer"),
+        # CRDs of scope Cluster (kubeflow/trainer@v2.3.0:manifests/base/crds; kubernetes-sigs/kueue@v0.19.2:
+        # apis/kueue/v1beta2/*_types.go, +kubebuilder:resource:scope=Cluster)
+        ("trainer.kubeflow.org", "ClusterTrainingRuntime"),
+        ("kueue.x-k8s.io", "Topology"),
+        ("kueue.x-k8s.io", "ResourceFlavor"),
+        ("kueue.x-k8s.io", "ClusterQueue"),
+        ("kueue.x-k8s.io", "Cohort"),
+        ("kueue.x-k8s.io", "WorkloadPriorityClass"),
     }
 )
 
@@ -92,6 +100,31 @@ def meta(doc: object) -> dict:
     return {}
 
 
+def as_dict(value: object) -> dict:
+    """``value`` if it is a mapping, else an empty one (objects from a job folder may be malformed)."""
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: object) -> list:
+    return value if isinstance(value, list) else []
+
+
+def dig(value: object, *keys: str) -> dict:
+    """The mapping at ``value[k1][k2]...``, or an empty one when any step is missing or not a mapping."""
+    for key in keys:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value if isinstance(value, dict) else {}
+
+
+def name_of(doc: object) -> str:
+    return str(meta(doc).get("name", ""))
+
+
+def namespace_of(doc: object) -> str:
+    """metadata.namespace, ``default`` when unset (as the API server fills it in)."""
+    return str(meta(doc).get("namespace") or "default")
+
+
 def group_of(api_version: str) -> str:
     return api_version.rsplit("/", 1)[0] if "/" in api_version else ""
 
@@ -116,6 +149,12 @@ _TEMPLATE_PATHS: dict[str, tuple[str, ...]] = {
     "ReplicaSet": ("spec", "template"),
     "Job": ("spec", "template"),
 }
+# Where a JobSet spec sits: in a Kubeflow Trainer runtime (its template) or a JobSet itself.
+JOBSET_SPECS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("trainer.kubeflow.org", "ClusterTrainingRuntime"): ("spec", "template", "spec"),
+    ("trainer.kubeflow.org", "TrainingRuntime"): ("spec", "template", "spec"),
+    ("jobset.x-k8s.io", "JobSet"): ("spec",),
+}
 REPLICA_FIELDS = {
     "PyTorchJob": "pytorchReplicaSpecs",
     "TFJob": "tfReplicaSpecs",
@@ -137,6 +176,12 @@ def pod_templates(doc: dict) -> Iterator[tuple[str, dict]]:
         tpl = (((spec.get("jobTemplate") or {}).get("spec") or {}).get("template")) if isinstance(spec, dict) else None
         if isinstance(tpl, dict):
             yield "spec.jobTemplate.spec.template", tpl
+    elif (group_of(str(doc.get("apiVersion"))), kind) in JOBSET_SPECS:
+        path = JOBSET_SPECS[(group_of(str(doc.get("apiVersion"))), str(kind))]
+        for i, rj in enumerate(as_list(dig(doc, *path).get("replicatedJobs"))):
+            tpl = dig(rj, "template", "spec", "template")
+            if tpl:
+                yield f"{'.'.join(path)}.replicatedJobs[{i}].template.spec.template", tpl
     elif kind in REPLICA_FIELDS and str(doc.get("apiVersion", "")).startswith("kubeflow.org/"):
         replicas = spec.get(REPLICA_FIELDS[kind])
         if isinstance(replicas, dict):

@@ -1,4 +1,8 @@
-"""The Kubeflow Training Operator (release v1.8.1, kubeflow.org/v1), offline.
+"""The Kubeflow Training Operator (release v1.9.4 of the release-1.9 line, kubeflow.org/v1), offline.
+
+The rules follow kubeflow/trainer@v1.9.4 (the v1 code lives on the release-1.9 branch of the
+renamed repository): pkg/webhooks/{pytorch,tensorflow} for admission, pkg/controller.v1/
+{pytorch,tensorflow,mpi} for the pods, pkg/config/config.go for the init container images.
 
 Two things the operator does that a pull request needs to see before merge:
 
@@ -7,8 +11,10 @@ Two things the operator does that a pull request needs to see before merge:
   types, at least one container with an image in every replica, the container name the
   operator looks for (``pytorch``, ``tensorflow``), exactly one PyTorchJob Master, at most one
   TFJob Chief or Master, one MPIJob Launcher, no ``elasticPolicy.nProcPerNode`` together with
-  ``nprocPerNode``. Added here because the operator would fail later: the per-replica Service
-  names ``<job>-<type>-<index>`` must stay within 63 characters.
+  ``nprocPerNode``, PyTorchJob replicas other than the Master at least 1 and a ``runPolicy.managedBy``
+  the operator knows (both new in v1.9: pkg/webhooks/pytorch/pytorchjob_webhook.go,
+  pkg/common/util/webhooks.go ValidateRunPolicy). Added here because the operator would fail
+  later: the per-replica Service names ``<job>-<type>-<index>`` must stay within 63 characters.
 - :func:`expand_job`: the pods it creates. Defaults first (replicas 1, restart policy, the
   default port on the framework container, PyTorch ``nprocPerNode: auto`` and elastic
   min/max), then per replica type and index: name ``<job>-<type>-<index>`` (MPIJob launcher:
@@ -45,20 +51,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainyard.contract.errors import CheckFailed
-from trainyard.contract.k8s import is_dns1035_label
+from trainyard.contract.k8s import name_problem, unknown_fields
 from trainyard.contract.names import TRAINING_OPERATOR_JOB_LABEL
 
 API_GROUP = "kubeflow.org"
-OPERATOR_VERSION = "v1.8.1"
+OPERATOR_VERSION = "v1.9.4"
 JOB_NAME_LABEL = TRAINING_OPERATOR_JOB_LABEL
 OPERATOR_NAME_LABEL = "training.kubeflow.org/operator-name"
 REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
 REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
 JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
 
+# kubeflow/trainer@v1.9.4:pkg/config/config.go (the standalone overlay passes no flags to change them)
 PYTORCH_INIT_IMAGE = "alpine:3.10"
 PYTORCH_INIT_MAX_TRIES = 100
-MPI_KUBECTL_DELIVERY_IMAGE = "kubeflow/kubectl-delivery:latest"
+MPI_KUBECTL_DELIVERY_IMAGE = "ghcr.io/kubeflow/training-v1/kubectl-delivery:latest"
+# pkg/apis/kubeflow.org/v1/common_types.go: KubeflowJobsController, MultiKueueController
+MANAGED_BY = ("kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue")
 
 RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")
 
@@ -173,27 +182,21 @@ def _camel(specs: dict[str, Any], jk: JobKind) -> dict[str, Any]:
 def admission_problems(doc: dict) -> list[str]:
     """What the operator's webhook (or MPIJob validation) would refuse, as 'field: message'."""
     jk = job_kind(doc)
-    problems: list[str] = []
-    name = _name(doc)
-    if not is_dns1035_label(name):
-        problems.append(
-            f"metadata.name: {name!r} must be a DNS-1035 label: at most 63 characters, lower case letters, "
-            "digits and '-', starting with a letter and ending with a letter or digit"
-        )
+    problems = [p for p in (name_problem(_name(doc)),) if p]
     spec = doc.get("spec")
     if not isinstance(spec, dict):
         return [*problems, "spec: required"]
-    for key in spec:
-        if key not in jk.spec_fields:
-            problems.append(
-                f"spec.{key}: not a field of {jk.kind} (known: {', '.join(sorted(jk.spec_fields))}); "
-                "the API server would drop it"
-            )
+    problems += unknown_fields(spec, jk.spec_fields, "spec", jk.kind)
     run_policy = spec.get("runPolicy")
     if isinstance(run_policy, dict):
         for key in run_policy:
             if key not in RUN_POLICY_FIELDS:
                 problems.append(f"spec.runPolicy.{key}: not a field of RunPolicy")
+        managed_by = run_policy.get("managedBy")
+        if managed_by is not None and managed_by not in MANAGED_BY:
+            problems.append(
+                f"spec.runPolicy.managedBy: {managed_by!r} is not supported (supported: {', '.join(MANAGED_BY)})"
+            )
     raw = spec.get(jk.replicas_field)
     path = f"spec.{jk.replicas_field}"
     if not isinstance(raw, dict) or not raw:
@@ -254,6 +257,10 @@ def _kind_rules(doc: dict, jk: JobKind, raw: dict, path: str) -> list[str]:
                 f"{path}.Master.replicas: must be 1 (a PyTorchJob has exactly one Master), "
                 f"not {master.get('replicas')!r}"
             )
+        for rtype, rspec in raw.items():
+            replicas = rspec.get("replicas") if isinstance(rspec, dict) else None
+            if rtype != "Master" and isinstance(replicas, int) and replicas < 1:
+                out.append(f"{path}.{rtype}.replicas: must be at least 1")
         elastic = spec.get("elasticPolicy")
         if elastic is not None:
             if not isinstance(elastic, dict):

@@ -2,15 +2,20 @@
 
 1. Render and validate the ``dev`` cluster from git (real kustomize, the Argo CD emulation).
 2. Start the fabric webhook with the cluster's profile, over TLS with fresh certificates.
-3. Expand the demo job (``overlays/dev/jobs/smoke-ddp``) into the pods the Training Operator
-   creates, send each to the webhook as an AdmissionReview over HTTPS as kube-apiserver does,
-   apply the patch, and check the result with the ValidatingAdmissionPolicy's CEL and the
-   Kubernetes schema.
+3. Expand the demo job (``overlays/dev/jobs/smoke-ddp``, a TrainJob) into the pods its
+   controllers create (Kueue admits it, Kubeflow Trainer builds the JobSet from the cluster's
+   runtime, JobSet and the Job controller create the pods: trainyard.repo.preview), send each to
+   the webhook as an AdmissionReview over HTTPS as kube-apiserver does, apply the patch, check
+   the result with the ValidatingAdmissionPolicy's CEL and the Kubernetes schema, then name the
+   pod (``generateName``) as the API server does and lift Kueue's topology gate as its ungater
+   does. A v1 job (``--job mnist-ddp``, a PyTorchJob) goes the same way through the Training
+   Operator's expansion.
 4. Run each pod as a process group from its final spec: its own network namespace, ``eth0`` on
    a "cluster" bridge and, because its networks annotation asks for it, ``net1`` on the fabric
-   bridge, addresses from the NAD's range, ``/dev/shm`` from its emptyDir (trainyard.sandbox.localpods).
+   bridge, addresses from the NAD's range, ``/dev/shm`` from its emptyDir, init containers
+   first (the runtime's preflight) (trainyard.sandbox.localpods).
 5. Train through ``trainyard launch`` (preflight, torchrun, ``trainer train``) with checkpoints;
-   halfway, kill -9 a training process in the worker pod; the job resumes from the last
+   halfway, kill -9 a training process in the last pod; the job resumes from the last
    committed step.
 6. Report what the webhook injected, what ``trainyard preflight --json`` finds in each running
    trainer container, the bytes each pod sent and received on ``net1`` and ``eth0``, first and
@@ -26,7 +31,9 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import copy
 import os
+import secrets
 import signal
 import sys
 import tempfile
@@ -42,8 +49,8 @@ from trainer import options
 from trainyard.contract import reports
 from trainyard.contract.argv import split_passthrough
 from trainyard.contract.errors import EXIT_INTERRUPTED, UserError
-from trainyard.contract.names import SHM_VOLUME, TRAINER_REPOSITORY
-from trainyard.repo import cluster_facts, preview, repository, schema, validate, vap
+from trainyard.contract.names import KUEUE_TOPOLOGY_GATE, SHM_VOLUME, TRAINER_REPOSITORY
+from trainyard.repo import cluster_facts, jobset, preview, repository, schema, validate, vap
 from trainyard.sandbox.localpods import LocalCluster, LocalPod
 from trainyard.sandbox.processes import training_workers
 from trainyard.sandbox.webhook_process import LocalWebhook
@@ -52,6 +59,14 @@ from webhook.review import admission_review
 
 ROOT = Path(__file__).resolve().parents[2]
 LAUNCH = ["trainyard", "launch"]  # the trainer image's entrypoint
+# k8s.io/apimachinery pkg/util/rand/rand.go alphanums: what the API server's name generator
+# (k8s.io/apiserver pkg/storage/names/generate.go, SimpleNameGenerator) appends to a generateName
+NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+# who creates the pods, in the AdmissionReview's userInfo (the Job controller for a TrainJob's pods)
+CREATORS = {
+    "TrainJob": "system:serviceaccount:kube-system:job-controller",
+    "default": "system:serviceaccount:kubeflow:training-operator",
+}
 
 
 def say(text: str = "") -> None:
@@ -98,9 +113,9 @@ class Summary:
 
 
 def trainer_config(pod: dict) -> tuple[list[str], options.TrainConfig]:
-    """The train arguments of a pod's trainer container (the first container: the job bases put
-    it first) and the configuration the trainer's own parser makes of them."""
-    name = pod["metadata"]["name"]
+    """The train arguments of a pod's trainer container (the first container: the job bases and
+    the runtimes put it first) and the configuration the trainer's own parser makes of them."""
+    name = jobset.pod_name(pod)
     container = pod["spec"]["containers"][0]
     command = container.get("command")
     if command not in (None, LAUNCH):
@@ -128,19 +143,40 @@ def override(pods: list[dict], extra: list[str]) -> None:
         container["args"] = [*container["args"], *extra]
 
 
-def admit_pods(client: httpx.Client, pods: list[dict], ctx: preview.Context, summary: Summary) -> list[dict]:
-    """Send each pod to the webhook over HTTPS; return the pods as admitted, checked."""
+def api_server_name(pod: dict) -> dict:
+    """The pod as stored: named from its generateName (after mutating admission, as the API server does)."""
+    meta = pod["metadata"]
+    if not meta.get("name") and meta.get("generateName"):
+        meta["name"] = meta["generateName"][:58] + "".join(secrets.choice(NAME_ALPHABET) for _ in range(5))
+    return pod
+
+
+def kueue_ungate(pod: dict) -> bool:
+    """What Kueue's topology ungater does once it has assigned the pod to its domain (kubernetes-sigs/kueue@v0.19.2:
+    pkg/controller/tas/topology_ungater.go): remove the gate (and pin the domain's node labels, which
+    on one machine is nothing). Returns whether the pod was gated."""
+    spec = pod["spec"]
+    gates = spec.get("schedulingGates") or []
+    kept = [g for g in gates if g.get("name") != KUEUE_TOPOLOGY_GATE]
+    if kept:
+        spec["schedulingGates"] = kept
+    else:
+        spec.pop("schedulingGates", None)
+    return len(kept) != len(gates)
+
+
+def admit_pods(
+    client: httpx.Client, pods: list[dict], ctx: preview.Context, summary: Summary, creator: str
+) -> list[dict]:
+    """Send each pod to the webhook over HTTPS; return the pods as admitted, checked, named."""
     admitted = []
     for pod in pods:
-        name, namespace = pod["metadata"]["name"], pod["metadata"]["namespace"]
+        name, namespace = jobset.pod_name(pod), pod["metadata"]["namespace"]
         result = PodResult(name)
         result.policy_before = vap.check(pod, ctx.params, ctx.policy).failures
         t0 = time.perf_counter()
-        r = client.post(
-            "/mutate",
-            content=orjson.dumps(admission_review(pod, namespace)),
-            headers={"content-type": "application/json"},
-        )
+        review = admission_review(pod, namespace, userInfo={"username": creator})
+        r = client.post("/mutate", content=orjson.dumps(review), headers={"content-type": "application/json"})
         result.review_ms = (time.perf_counter() - t0) * 1000
         if r.status_code != 200:
             raise UserError(f"the webhook answered {r.status_code} for pod {name}: {r.text[:300]}")
@@ -164,6 +200,8 @@ def admit_pods(client: httpx.Client, pods: list[dict], ctx: preview.Context, sum
         problems = result.policy_after + result.schema_errors
         if problems:
             raise UserError(f"pod {name} would not be admitted: " + "; ".join(problems))
+        api_server_name(final)
+        result.name = final["metadata"]["name"]
         admitted.append(final)
     return admitted
 
@@ -248,7 +286,7 @@ def train(
     deadline: float,
 ) -> None:
     """Follow the job to its end: progress from the run log, pod events, the fault, failures."""
-    victim = pods[-1]  # a worker: the master hosts the rendezvous
+    victim = pods[-1]  # not the pod of node rank 0: that one hosts the rendezvous
     every, reported = max(1, summary.max_steps // 6), [0]
     while summary.done_step is None or not all(p.finished for p in pods):
         if time.monotonic() > deadline:
@@ -258,7 +296,10 @@ def train(
         for record in log.read():
             _report_record(record, summary, every, reported)
         committed = log.committed()
-        if fault and summary.killed is None and committed and committed[-1] >= summary.max_steps // 2:
+        # halfway, and never once the last step is committed: a kill while the processes exit
+        # would leave torchrun restarting a group whose other half has finished
+        halfway = committed and summary.max_steps // 2 <= committed[-1] < summary.max_steps
+        if fault and summary.killed is None and halfway and summary.done_step is None:
             pid = training_process(cluster, victim)
             if pid is not None:
                 os.kill(pid, signal.SIGKILL)
@@ -290,13 +331,17 @@ def _bytes(n: int) -> str:
 def report(summary: Summary) -> None:
     say()
     say(f"== report: job {summary.job} on cluster {summary.cluster} (fabric profile {summary.profile})")
+    first = summary.pods[0] if summary.pods else None
     for pod in summary.pods:
         say(f"   {pod.name}")
-        say(f"     webhook ({pod.ops} operations, {pod.review_ms:.1f} ms):")
-        for line in pod.injected:
-            say(f"       + {line}")
-        for warning in pod.warnings:
-            say(f"       warning: {warning}")
+        if pod is not first and (pod.injected, pod.warnings) == (first.injected, first.warnings):
+            say(f"     webhook ({pod.ops} operations, {pod.review_ms:.1f} ms): the same settings as {first.name}")
+        else:
+            say(f"     webhook ({pod.ops} operations, {pod.review_ms:.1f} ms):")
+            for line in pod.injected:
+                say(f"       + {line}")
+            for warning in pod.warnings:
+                say(f"       warning: {warning}")
         if pod.counters:
             for iface in sorted(pod.counters):
                 c = pod.counters[iface]
@@ -327,7 +372,7 @@ def report(summary: Summary) -> None:
 
 
 def render_and_validate(repo: repository.Repository, args: argparse.Namespace, summary: Summary):
-    """Step 1: the cluster from git; returns the demo job, admission on the cluster and its facts."""
+    """Step 1: the cluster from git; returns the demo job's preview, admission on the cluster and its facts."""
     say(f"[1/6] git: render and validate cluster {args.cluster} (kustomize, Argo CD emulation)")
     report_ = validate.validate(repo, [repo.require_cluster(args.cluster)])
     render = report_.renders[args.cluster]
@@ -342,13 +387,15 @@ def render_and_validate(repo: repository.Repository, args: argparse.Namespace, s
     ctx = preview.load_context(repo, args.cluster, resources)
     summary.profile = ctx.profile
     say(f"      {len(render.apps)} Applications, {len(resources)} objects, 0 errors; fabric profile {ctx.profile}")
-    return jobs[args.job].job, ctx, cluster_facts.collect(resources)
+    return jobs[args.job], ctx, cluster_facts.collect(resources)
 
 
-def job_pods(job, args: argparse.Namespace, summary: Summary) -> tuple[list[dict], options.TrainConfig]:
-    """The pods the operator creates for the job, with the demo's overrides, and the trainer's
-    configuration as its own parser reads their arguments."""
-    pods = preview.expand_job(job.doc)
+def job_pods(
+    jp: preview.JobPreview, args: argparse.Namespace, summary: Summary
+) -> tuple[list[dict], options.TrainConfig]:
+    """The pods the job's controllers create (as the previews expanded them), with the demo's
+    overrides, and the trainer's configuration as its own parser reads their arguments."""
+    pods = [copy.deepcopy(p.before) for p in jp.pods]
     extra = []
     if args.max_steps is not None:
         extra += ["--max-steps", str(args.max_steps)]
@@ -432,8 +479,9 @@ def run(args: argparse.Namespace) -> Summary:
     deadline = started + args.timeout
     repo = repository.load(ROOT)
     summary = Summary(cluster=args.cluster, job=args.job)
-    job, ctx, facts = render_and_validate(repo, args, summary)
-    pods, cfg = job_pods(job, args, summary)
+    jp, ctx, facts = render_and_validate(repo, args, summary)
+    job = jp.job
+    pods, cfg = job_pods(jp, args, summary)
     with tempfile.TemporaryDirectory(prefix="trainyard-demo-") as tmp, contextlib.ExitStack() as stack:
         work = Path(args.workdir or tmp)
         summary.workdir = str(work)
@@ -445,7 +493,14 @@ def run(args: argparse.Namespace) -> Summary:
         client = stack.enter_context(webhook.client())
         say(f"      listening on {webhook.base}")
         say(f"[3/6] admission: {job.kind} {args.job} ({job.source}) -> {len(pods)} pods, as kube-apiserver sends them")
-        admitted = admit_pods(client, pods, ctx, summary)
+        for note in jp.notes:
+            say(f"      {note}")
+        admitted = admit_pods(client, pods, ctx, summary, CREATORS.get(job.kind, CREATORS["default"]))
+        if any(not p["metadata"].get("name") for p in pods):
+            say(f"      the API server names them: {', '.join(p['metadata']['name'] for p in admitted)}")
+        gated = [pod["metadata"]["name"] for pod in admitted if kueue_ungate(pod)]
+        if gated:
+            say(f"      Kueue's ungater lifts its topology gate from {len(gated)} pods; they start")
         cluster = local_cluster(work, facts, args, summary)
         stack.callback(cluster.close)
         run_pods(cluster, admitted, job.namespace or "default", cfg, args, summary, deadline)

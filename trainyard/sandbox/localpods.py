@@ -9,12 +9,23 @@ of their contracts that a training job relies on, and no more:
   (``net<position>`` unless the attachment asks for a name), with an address from the NAD's
   IPAM range (host-local ``rangeStart``..``rangeEnd`` of ``subnet``, or whereabouts ``range``).
   An attachment naming no known NAD fails the pod, as Multus does.
-- DNS: every pod's name resolves to its ``eth0`` address (``/etc/netns/<ns>/hosts``, which
-  ``ip netns exec`` mounts over ``/etc/hosts``), as the job's headless service would.
+- DNS: every pod's name, and for a pod with ``hostname`` and ``subdomain`` (a JobSet's pods) its
+  ``<hostname>.<subdomain>``, resolves to its ``eth0`` address (``/etc/netns/<ns>/hosts``, which
+  ``ip netns exec`` mounts over ``/etc/hosts``), as the job's headless service would. Containers
+  find an ``nslookup`` first on their PATH that answers from the same names, the way cluster DNS
+  answers the Training Operator's init container, which waits for the master with ``nslookup``
+  (kubeflow/trainer@v1.9.4:pkg/controller.v1/pytorch/initcontainer.go).
 - Containers: each container runs as a process group from its final spec: ``command`` (or the
   image's entrypoint, from ``entrypoints``) and ``args`` with ``$(VAR)`` expanded from the
   container's env as the kubelet expands them, and exactly the container's env (``valueFrom``
-  supports ``fieldRef`` to ``metadata.name``, ``metadata.namespace`` and ``status.podIP``).
+  supports ``fieldRef`` to ``metadata.name``, ``metadata.namespace``, ``status.podIP`` and
+  ``metadata.labels['k']`` / ``metadata.annotations['k']``, the downward API's forms); HOSTNAME is
+  the pod's hostname (``spec.hostname``, else its name).
+- Init containers run first, one after the other, each to completion; a failed one is started
+  again (restartPolicy OnFailure/Always) or fails the pod (Never), and the regular containers
+  start once the last has succeeded, as the kubelet runs them (kubernetes.io/docs/concepts/
+  workloads/pods/init-containers). Sidecars (init containers with restartPolicy Always) and pods
+  that still carry scheduling gates (no scheduler would bind them) are refused.
 - Volumes: a memory-backed emptyDir mounted at /dev/shm is a tmpfs of its ``sizeLimit`` in the
   pod's private mount namespace; a PersistentVolumeClaim is a host directory shared by all pods
   (ReadWriteMany); other emptyDirs are per-pod directories. Mount paths other than /dev/shm are
@@ -40,6 +51,7 @@ import json
 import os
 import re
 import secrets
+import shlex
 import shutil
 import signal
 import subprocess
@@ -136,15 +148,36 @@ class LocalPod:
     restarts: dict[str, int] = field(default_factory=dict)
     exit_codes: dict[str, int] = field(default_factory=dict)
     logs: dict[str, Path] = field(default_factory=dict)
+    init_done: int = 0  # init containers that have completed, in order
 
     @property
     def ip(self) -> str:
         return self.interfaces.get("eth0", "127.0.0.1")
 
     @property
+    def hostname(self) -> str:
+        """The pod's host name: spec.hostname, else its name (what the kubelet sets)."""
+        return str(self.spec["spec"].get("hostname") or self.name)
+
+    @property
+    def dns_names(self) -> list[str]:
+        """The names other pods reach it at: its name, and <hostname>.<subdomain> under a headless Service."""
+        names = [self.name]
+        sub = self.spec["spec"].get("subdomain")
+        if sub:
+            names += [f"{self.hostname}.{sub}", f"{self.hostname}.{sub}.{self.namespace}.svc.cluster.local"]
+        return names
+
+    @property
+    def init_containers(self) -> list[dict]:
+        return list(self.spec["spec"].get("initContainers") or [])
+
+    @property
     def finished(self) -> bool:
         """Every container has exited for good (no restart pending): see LocalCluster.poll."""
-        return bool(self.processes) and set(self.exit_codes) == set(self.processes)
+        names = [c["name"] for c in self.spec["spec"]["containers"]]
+        failed_init = any(self.exit_codes.get(c["name"], 0) != 0 for c in self.init_containers)
+        return failed_init or (bool(self.processes) and all(n in self.exit_codes for n in names))
 
 
 class LocalCluster:
@@ -215,19 +248,44 @@ class LocalCluster:
         """Create the pods' namespaces, interfaces and hosts files (nothing runs yet)."""
         created = []
         for spec in pods:
-            name = spec["metadata"]["name"]
+            name = spec["metadata"].get("name")
+            if not name:
+                raise UserError("a pod has no metadata.name: the API server names pods (generateName) before they run")
+            gates = spec["spec"].get("schedulingGates")
+            if gates:
+                raise UserError(
+                    f"pod {name}: scheduling gates {[g.get('name') for g in gates]} are still on: no scheduler binds it"
+                )
+            for c in spec["spec"].get("initContainers") or []:
+                if c.get("restartPolicy") == "Always":
+                    raise UserError(f"pod {name}: init container {c['name']} is a sidecar; they are not run locally")
             pod = LocalPod(name=name, namespace=spec["metadata"].get("namespace") or namespace, spec=spec)
             if self.isolated:
                 self._network(pod)
             self.pods[name] = pod
             created.append(pod)
+        hosts = "127.0.0.1 localhost\n" + "".join(f"{p.ip} {' '.join(p.dns_names)}\n" for p in self.pods.values())
+        self._dns_shim(hosts)
         if self.isolated:
-            hosts = "127.0.0.1 localhost\n" + "".join(f"{p.ip} {p.name}\n" for p in self.pods.values())
             for p in self.pods.values():
                 etc = Path("/etc/netns") / p.netns
                 etc.mkdir(parents=True, exist_ok=True)
                 (etc / "hosts").write_text(hosts)
         return created
+
+    def _dns_shim(self, hosts: str) -> None:
+        """``nslookup NAME`` that succeeds when NAME is a pod's name, as cluster DNS would."""
+        shim = self.workdir / "dns"
+        shim.mkdir(parents=True, exist_ok=True)
+        (shim / "hosts").write_text(hosts)
+        script = shim / "bin" / "nslookup"
+        script.parent.mkdir(exist_ok=True)
+        script.write_text(
+            "#!/bin/sh\n# the sandbox's cluster DNS: the names of its pods (localpods.py)\n"
+            f'awk -v n="$1" \'{{for (i = 2; i <= NF; i++) if ($i == n) {{print n " has address " $1; f = 1}}}} '
+            f"END {{exit !f}}' {shlex.quote(str(shim / 'hosts'))}\n"
+        )
+        script.chmod(0o755)
 
     def _network(self, pod: LocalPod) -> None:
         index = len(self.pods)
@@ -298,12 +356,27 @@ class LocalCluster:
                 continue
             ref = ((e.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
             values = {"metadata.name": pod.name, "metadata.namespace": pod.namespace, "status.podIP": pod.ip}
+            subscript = re.fullmatch(r"metadata\.(labels|annotations)\['([^']+)'\]", str(ref))
+            if subscript:  # the downward API's metadata.labels['k'] / metadata.annotations['k']
+                env[e["name"]] = str((pod.spec["metadata"].get(subscript.group(1)) or {}).get(subscript.group(2), ""))
+                continue
             if ref not in values:
-                raise UserError(f"pod {pod.name}: env {e['name']}: only fieldRef {sorted(values)} is supported locally")
+                raise UserError(
+                    f"pod {pod.name}: env {e['name']}: only fieldRef {sorted(values)}, metadata.labels['k'] and "
+                    "metadata.annotations['k'] are supported locally"
+                )
             env[e["name"]] = values[ref]
         return env
 
     def start(self, pod: LocalPod) -> None:
+        """Start the pod: its first init container, or its containers when it has none (poll
+        starts what comes next as each init container completes)."""
+        if pod.init_containers:
+            self._start_container(pod, pod.init_containers[0])
+        else:
+            self._start_main(pod)
+
+    def _start_main(self, pod: LocalPod) -> None:
         for container in pod.spec["spec"]["containers"]:
             self._start_container(pod, container)
 
@@ -321,10 +394,12 @@ class LocalCluster:
 
         argv = [remap(a) for a in argv]
         env = {k: remap(v) for k, v in env.items()}
-        full_env = {**self.base_env, **env, "HOSTNAME": pod.name}
+        full_env = {**self.base_env, **env, "HOSTNAME": pod.hostname}
+        full_env["PATH"] = f"{self.workdir / 'dns' / 'bin'}:{full_env.get('PATH', os.defpath)}"
         if not self.isolated:
             # one machine, one loopback: the pods' names and fabric interface are 127.0.0.1 and lo
-            full_env.update({k: "127.0.0.1" for k, v in env.items() if v in self.pods})
+            names = {n for p in self.pods.values() for n in p.dns_names}
+            full_env.update({k: "127.0.0.1" for k, v in env.items() if v in names})
             for key in (SOCKET_IFNAME, GLOO_SOCKET_IFNAME):
                 if key in full_env:
                     full_env[key] = "lo"
@@ -366,10 +441,14 @@ class LocalCluster:
         return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout)
 
     def poll(self) -> list[str]:
-        """Restart failed containers as restartPolicy OnFailure does; return what happened."""
+        """Advance init containers, restart failed containers as restartPolicy OnFailure does;
+        return what happened."""
         events = []
         for pod in self.pods.values():
             policy = pod.spec["spec"].get("restartPolicy", "Always")
+            if pod.init_done < len(pod.init_containers):
+                events += self._poll_init(pod, policy)
+                continue
             for container in pod.spec["spec"]["containers"]:
                 name = container["name"]
                 proc = pod.processes.get(name)
@@ -384,6 +463,30 @@ class LocalCluster:
                     pod.exit_codes[name] = code
                     events.append(f"{pod.name}/{name} exited with {code}")
         return events
+
+    def _poll_init(self, pod: LocalPod, policy: str) -> list[str]:
+        """The running init container: on success the next one (or the containers) starts; on
+        failure it is started again, unless the pod's restartPolicy is Never (the pod fails)."""
+        container = pod.init_containers[pod.init_done]
+        name = container["name"]
+        proc = pod.processes.get(name)
+        if proc is None or proc.poll() is None or name in pod.exit_codes:
+            return []
+        code = proc.returncode
+        if code == 0:
+            pod.exit_codes[name] = 0
+            pod.init_done += 1
+            if pod.init_done < len(pod.init_containers):
+                self._start_container(pod, pod.init_containers[pod.init_done])
+            else:
+                self._start_main(pod)
+            return [f"{pod.name}/{name} (init) completed"]
+        if policy != "Never" and pod.restarts[name] < self.max_restarts:
+            pod.restarts[name] += 1
+            self._start_container(pod, container)
+            return [f"{pod.name}/{name} (init) exited with {code}; restarting ({pod.restarts[name]})"]
+        pod.exit_codes[name] = code
+        return [f"{pod.name}/{name} (init) exited with {code}; the pod fails"]
 
     def host_path(self, pod: LocalPod, path: str) -> Path | None:
         """Where ``path`` inside the pod's first container lives on this machine (its volume)."""

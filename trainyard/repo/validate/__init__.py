@@ -18,7 +18,11 @@ Per cluster, on what the emulated Argo CD renders (:mod:`trainyard.repo.argocd`)
 - no image without a tag or with ``latest``; the NCCL lint on every env of every container;
 - the cluster's declared facts (clusters/<cluster>/cluster.yaml: Kubernetes version, admission
   mode, node pools, topology labels) are complete and consistent;
-- for every job: the pods the operator would create are rejected by the ValidatingAdmissionPolicy
+- TrainJobs: Kubeflow Trainer's admission rules with the job's runtime, the JobSet Trainer builds
+  and what Kueue would do with it (a LocalQueue that exists, a flavor with quota enough, a
+  topology level the flavor's Topology has); the cluster's runtimes are those generated from the
+  profiles it offers; every generated file (runtimes, Kueue queues) matches its source;
+- for every job: the pods its controllers would create are rejected by the ValidatingAdmissionPolicy
   as created, and admitted (policy and Pod schema) once the webhook engine has mutated them.
 
 Each problem names the file (and the folder built), the object and what to do.
@@ -29,8 +33,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainyard.contract.errors import CheckFailed
-from trainyard.repo import argocd, cluster_facts, declared, preview
+from trainyard.contract.errors import CheckFailed, UserError
+from trainyard.repo import argocd, cluster_facts, declared, generate, preview
 from trainyard.repo.problems import Problem, error, warning
 from trainyard.repo.rendered import Resource
 from trainyard.repo.repository import POLICIES, Repository
@@ -92,6 +96,10 @@ def validate(repo: Repository, clusters: list[str] | None = None) -> Report:
 
     report = Report()
     policies = load_policies(repo.root / POLICIES)
+    try:
+        report.problems += [error(path, message) for path, message in generate.stale(repo)]
+    except UserError as exc:  # a source itself is wrong: reported by the cluster checks too
+        report.problems.append(error(generate.RUNTIMES.as_posix(), f"cannot check the generated files: {exc}"))
     for cluster in clusters or repo.clusters():
         render = argocd.render_cluster(repo, cluster)
         report.renders[cluster] = render

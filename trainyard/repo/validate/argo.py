@@ -14,6 +14,7 @@ ARGO_GROUP = "argoproj.io"
 PROVIDES_ANNOTATION = "trainyard.dev/provides"
 # Namespaces that exist before anything here is synced.
 PREEXISTING_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease", "argocd"})
+MOVING_TAGS = frozenset({"latest", "main", "master", "stable", "snapshot", "nightly", "edge"})
 _PINNED = re.compile(r"^(v?\d+(\.\d+){1,2}([-+.][0-9A-Za-z.-]+)?|[0-9a-f]{40})$")
 
 
@@ -36,6 +37,14 @@ def check_applications(ctx: ClusterCheck) -> None:
                     "use a release tag or a commit SHA",
                     obj,
                 )
+            for image in up.images:
+                tag = image.rpartition("@")[2] if "@" in image else image.rpartition(":")[2]
+                if "@" not in image and (not tag or tag in MOVING_TAGS or tag.startswith(("snapshot", "latest"))):
+                    ctx.err(
+                        where,
+                        f"image pin {image!r} for {up.repo_url} is a moving tag: pin a release tag or a digest",
+                        obj,
+                    )
         project = projects.get(app.project)
         if project is None:
             if app.project != "default":
@@ -48,7 +57,8 @@ def check_project(ctx: ClusterCheck, ar: argocd.AppRender, project: Resource) ->
     app, spec = ar.app, project.doc.get("spec") or {}
     where, obj = app.where(), app.resource.describe()
     repos = [str(s) for s in spec.get("sourceRepos") or []]
-    urls = [u.repo_url for u in ar.upstream] or [str(app.source.get("repoURL", ""))]
+    # the Application's own sources; what kustomize fetches while building one is not a source
+    urls = [u.repo_url for u in ar.upstream if not u.remote_resource] or [str(app.source.get("repoURL", ""))]
     for url in urls:
         if "*" not in repos and not any(_same_repo(url, s) for s in repos):
             ctx.err(where, f"project {project.name} does not allow the source {url} (spec.sourceRepos)", obj)

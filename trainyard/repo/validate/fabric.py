@@ -1,10 +1,12 @@
 """Fabric checks: the webhook's default profile, its network, the admission policy's parameters
-and the webhook's match agree with policies/ and with the cluster's NetworkAttachmentDefinitions."""
+and the webhook's match agree with policies/ and with the cluster's NetworkAttachmentDefinitions;
+the cluster's training runtimes are exactly those generated from the profiles it offers, and the
+Kueue topology level each asks for is a level of the cluster's Topology."""
 
 from __future__ import annotations
 
 from trainyard.contract import cel
-from trainyard.repo import cluster_facts, nad, vap
+from trainyard.repo import cluster_facts, kueue, nad, runtimes, trainjob, vap
 from trainyard.repo.repository import POLICIES
 from trainyard.repo.validate import ClusterCheck
 from webhook.policy import CompiledProfile
@@ -34,6 +36,7 @@ def check_fabric(ctx: ClusterCheck) -> None:
     offered = check_params(ctx, where_params)
     images = sorted({img for name in offered if (p := ctx.policies.get(name)) for img in p.spec.trainer_images})
     check_webhook_match(ctx, images)
+    check_runtimes(ctx, offered, where_params)
     if f.policy is None or f.binding is None:
         ctx.err(f.webhook.where(), "renders no trainyard-fabric-required ValidatingAdmissionPolicy and binding")
     else:
@@ -134,3 +137,48 @@ def check_network(ctx: ClusterCheck, profile: CompiledProfile, where_params: str
             "the CNI plugin gets no device unless the pod requests it",
             found.describe(),
         )
+
+
+def check_runtimes(ctx: ClusterCheck, offered: dict[str, str], where_params: str) -> None:
+    """One ClusterTrainingRuntime per offered profile, each exactly as its profile generates it
+    (an overlay patching one would make the runtime and the webhook disagree)."""
+    installed = {r.name: r for r in ctx.resources if trainjob.is_runtime(r.doc) and r.kind == "ClusterTrainingRuntime"}
+    app = ctx.render.app("trainyard-runtimes")
+    where = app.path if app and app.path else where_params
+    levels = [str(lv.get("nodeLabel")) for r in ctx.resources if r.group == kueue.GROUP and r.kind == "Topology"
+              for lv in (r.doc.get("spec") or {}).get("levels") or [] if isinstance(lv, dict)]  # fmt: skip
+    for name in offered:
+        profile = ctx.policies.get(name)
+        if profile is None:
+            continue
+        wanted = runtimes.cluster_training_runtime(profile)
+        found = installed.pop(runtimes.runtime_name(name), None)
+        if found is None:
+            ctx.warn(
+                where,
+                f"fabric {name} is offered here but its runtime {runtimes.runtime_name(name)} is not installed: add "
+                f"base/runtimes/{name} to the cluster's runtimes overlay, or TrainJobs cannot use this fabric",
+            )
+        elif found.doc != wanted:
+            ctx.err(
+                found.where(),
+                f"ClusterTrainingRuntime {found.name} differs from what policies/ generates for profile {name}: "
+                "do not patch a generated runtime; change the profile and run trainyard generate",
+                found.describe(),
+            )
+        for level in runtimes.topology_annotations(profile).values():
+            if levels and level not in levels:
+                ctx.err(
+                    where,
+                    f"profile {name} colocates on {level}, which is not a level of the cluster's Kueue Topology "
+                    f"({', '.join(levels)}); add it to spec.topology of clusters/{ctx.cluster}/cluster.yaml",
+                )
+    for extra in installed.values():
+        fabric = extra.labels.get("trainyard.dev/fabric")
+        if fabric and fabric not in offered:
+            ctx.err(
+                extra.where(),
+                f"runtime {extra.name} is for fabric {fabric}, which this cluster does not offer (fabric.* in "
+                "trainyard-fabric-params): its pods would be denied; remove it from the cluster's runtimes overlay",
+                extra.describe(),
+            )

@@ -1,14 +1,20 @@
-"""Job checks: the Training Operator's admission rules, names unique in the cluster, and every
-job's pods through the webhook engine and the admission policy (the previews)."""
+"""Job checks: each controller's admission rules (Kubeflow Trainer for TrainJobs, the Training
+Operator for the v1 kinds), names unique in the cluster, and every job's pods through the webhook
+engine and the admission policy (the previews)."""
 
 from __future__ import annotations
 
 from trainyard.contract.errors import UserError
 from trainyard.contract.names import FABRIC_LABEL, requested_fabric
-from trainyard.repo import preview, training_operator
-from trainyard.repo.rendered import Resource, containers, pod_templates
+from trainyard.repo import preview, training_operator, trainjob
+from trainyard.repo.rendered import Resource, as_dict, as_list, containers, dig, pod_templates
 from trainyard.repo.validate import ClusterCheck
-from trainyard.repo.validate.objects import check_env
+from trainyard.repo.validate.objects import check_env, check_image
+
+# Argo CD deletes and re-creates a resource carrying this option (docs/user-guide/sync-options.md,
+# "Replace Resource Instead Of Applying Changes" with Force=true): the way to change a TrainJob's
+# immutable fields without renaming it.
+SYNC_OPTIONS = "argocd.argoproj.io/sync-options"
 
 
 def check_jobs(ctx: ClusterCheck) -> None:
@@ -20,8 +26,9 @@ def check_jobs(ctx: ClusterCheck) -> None:
     expect = admission.policies.get(admission.profile).spec.transport if admission is not None else None
     job_names: dict[tuple[str, str, str], Resource] = {}
     pod_names: dict[tuple[str, str], Resource] = {}
+    services = {(r.namespace or "default", r.name): r for r in ctx.resources if r.kind == "Service" and not r.group}
     for r in ctx.resources:
-        if not training_operator.is_job(r.doc):
+        if not preview.is_job(r.doc):
             continue
         key = (r.kind, r.namespace or "default", r.name)
         if key in job_names:
@@ -31,16 +38,30 @@ def check_jobs(ctx: ClusterCheck) -> None:
                 r.describe(),
             )
         job_names[key] = r
-        refused = check_job_spec(ctx, r, expect)
+        if trainjob.is_trainjob(r.doc):
+            refused = check_trainjob_spec(ctx, r, expect, admission)
+            clash = services.get((r.namespace or "default", r.name))
+            if clash is not None:
+                ctx.err(
+                    r.where(),
+                    f"Service {r.name!r} ({clash.where()}) has the name of this TrainJob: JobSet would reuse it as the "
+                    "job's headless Service (jobset_controller.go createHeadlessSvcIfNecessary) and the pods would not "
+                    "find each other; rename one of them",
+                    r.describe(),
+                )
+        else:
+            refused = check_job_spec(ctx, r, expect)
         if refused or admission is None:
             continue
         try:
             jp = preview.preview_job(r, admission)
-        except training_operator.JobError as exc:
+        except (training_operator.JobError, trainjob.TrainJobError) as exc:
             ctx.err(r.where(), str(exc), r.describe())
             continue
         ctx.previews.append(jp)
         for pod in jp.pods:
+            if not pod.after["metadata"].get("name"):
+                continue  # generateName: the API server makes it unique
             pkey = (pod.after["metadata"].get("namespace", "default"), pod.name)
             if pkey in pod_names and pod_names[pkey] is not r:
                 ctx.err(r.where(), f"pod name {pod.name!r} is also a pod of {pod_names[pkey].describe()}", r.describe())
@@ -50,7 +71,7 @@ def check_jobs(ctx: ClusterCheck) -> None:
 
 
 def check_job_spec(ctx: ClusterCheck, r: Resource, expect: str | None) -> bool:
-    """The job as written: the operator's admission rules, runPolicy, fabric labels and env.
+    """A v1 job as written: the operator's admission rules, runPolicy, fabric labels and env.
     Returns whether the operator would refuse it (then its pods are not previewed)."""
     where, obj = r.where(), r.describe()
     problems = training_operator.admission_problems(r.doc)
@@ -68,6 +89,35 @@ def check_job_spec(ctx: ClusterCheck, r: Resource, expect: str | None) -> bool:
         check_template_fabric(ctx, r, path, tpl)
         for cpath, c in containers(tpl):
             check_env(ctx, r, f"{path}.{cpath}", c, expect)
+    return bool(problems)
+
+
+def check_trainjob_spec(ctx: ClusterCheck, r: Resource, expect: str | None, admission: preview.Context | None) -> bool:
+    """A TrainJob as written: Trainer's admission rules (with its runtime when the cluster has
+    it), the fabric labels of its runtime patches, the env and image of its trainer. Returns
+    whether Trainer would refuse it."""
+    where, obj = r.where(), r.describe()
+    runtime = trainjob.find_runtime(r.doc, admission.runtimes) if admission is not None else None
+    problems = trainjob.admission_problems(r.doc, runtime)
+    for p in problems:
+        ctx.err(where, f"Kubeflow Trainer {trainjob.TRAINER_VERSION} would refuse it: {p}", obj)
+    spec = as_dict(r.doc.get("spec"))
+    trainer = as_dict(spec.get("trainer"))
+    check_env(ctx, r, "spec.trainer", trainer, expect)
+    if trainer.get("image") is not None:
+        check_image(ctx, r, "spec.trainer", trainer)
+    for i, patch in enumerate(as_list(spec.get("runtimePatches"))):
+        for j, rj in enumerate(as_list(dig(patch, "trainingRuntimeSpec", "template", "spec").get("replicatedJobs"))):
+            path = f"spec.runtimePatches[{i}].trainingRuntimeSpec.template.spec.replicatedJobs[{j}]...template"
+            check_template_fabric(ctx, r, path, dig(rj, "template", "spec", "template"))
+    if "Force=true" in r.annotations.get(SYNC_OPTIONS, "") and "Replace=true" in r.annotations.get(SYNC_OPTIONS, ""):
+        ctx.warn(
+            where,
+            f"{SYNC_OPTIONS}: Force=true,Replace=true makes Argo CD delete and re-create this TrainJob whenever it "
+            "differs from git, which restarts training (from its last checkpoint): remove the annotation once the "
+            "change is synced",
+            obj,
+        )
     return bool(problems)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from trainyard.contract.images import parse_image
 from trainyard.contract.nccl import lint_env
-from trainyard.repo import nad, schema, training_operator
+from trainyard.repo import nad, schema, training_operator, trainjob
 from trainyard.repo.rendered import CLUSTER_SCOPED, Resource, containers, pod_templates
 from trainyard.repo.validate import ClusterCheck
 
@@ -19,10 +19,13 @@ def check_resource(ctx: ClusterCheck, r: Resource) -> None:
     if schema.has_schema(r.kind, r.api_version):
         for e in schema.validate(r.doc):
             ctx.err(where, f"schema (Kubernetes {schema.KUBERNETES_VERSION}, strict): {e}", obj)
-    elif training_operator.is_job(r.doc):
+    elif training_operator.is_job(r.doc) or trainjob.is_runtime(r.doc):
         for path, tpl in pod_templates(r.doc):
             for e in schema.validate_pod_template(tpl):
                 ctx.err(where, f"{path} as a PodTemplateSpec: {e}", obj)
+        if trainjob.is_runtime(r.doc):
+            for p in trainjob.runtime_problems(r.doc):
+                ctx.err(where, f"Kubeflow Trainer {trainjob.TRAINER_VERSION} would refuse it: {p}", obj)
     elif nad.is_nad(r.doc):
         errors, warnings = nad.config_problems(r.doc)
         for e in errors:
