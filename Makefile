@@ -62,6 +62,7 @@ bench: $(call STAMP,dev)
 	  exit 2; }
 	$(BIN)/python bench/engine.py
 	$(BIN)/python bench/webhook_http.py
+	$(BIN)/python bench/webhook_limits.py
 	$(BIN)/python bench/validate.py
 
 clean:

@@ -12,7 +12,7 @@ import pytest
 
 from tests.contract.image_cases import CASES, HUB, HUB_CASES, TRAINER
 from trainyard.contract import cel
-from trainyard.repo import cluster_facts, training_operator, vap
+from trainyard.repo import cluster_facts, runtimes, training_operator, trainjob, vap
 from trainyard.repo.vap import Rbac, Request, User
 from webhook.engine import admit
 from webhook.policy import load_policies
@@ -309,3 +309,59 @@ def test_webhook_is_fail_open_and_the_policy_fail_closed(dev):
     assert facts.policy.doc["spec"]["matchConstraints"]["resourceRules"][0]["operations"] == ["CREATE", "UPDATE"]
     assert facts.binding.doc["spec"]["validationActions"] == ["Deny"]
     assert facts.binding.doc["spec"]["matchResources"]["namespaceSelector"] == hook["namespaceSelector"]
+
+
+# --- TrainJob pods: the preflight init container runs the trainer image --------------------------
+
+
+@pytest.fixture(scope="module")
+def trainjob_pod(policies):
+    job = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "smoke", "namespace": "ml-training"},
+        "spec": {
+            "runtimeRef": {"name": "trainyard-tcp"},
+            "trainer": {"numNodes": 2, "resourcesPerNode": {"limits": {"nvidia.com/gpu": 1, "memory": "8Gi"}}},
+        },
+    }
+    pod = trainjob.expand(job, runtimes.cluster_training_runtime(policies.get("tcp"))).pods[0]
+    return pod
+
+
+def _init_named(pod: dict, name: str) -> dict:
+    return next(c for c in pod["spec"]["initContainers"] if c["name"] == name)
+
+
+def test_a_trainjob_pod_mutated_is_admitted_and_its_preflight_is_checked_too(dev, policies, trainjob_pod):
+    facts, _ = dev
+    good = _mutated(trainjob_pod, policies)
+    assert vap.evaluate(good, facts.params.doc, facts.policy.doc) == []
+    no_shm = copy.deepcopy(good)
+    preflight = _init_named(no_shm, "preflight")
+    preflight["volumeMounts"] = [m for m in preflight["volumeMounts"] if m["mountPath"] != "/dev/shm"]
+    assert [
+        m
+        for m in vap.evaluate(no_shm, facts.params.doc, facts.policy.doc)
+        if "container preflight has no /dev/shm" in m
+    ]
+    no_ifname = copy.deepcopy(good)
+    preflight = _init_named(no_ifname, "preflight")
+    preflight["env"] = [e for e in preflight["env"] if e["name"] != "NCCL_SOCKET_IFNAME"]
+    failures = vap.evaluate(no_ifname, facts.params.doc, facts.policy.doc)
+    assert [m for m in failures if "container preflight has no NCCL_SOCKET_IFNAME" in m]
+
+
+def test_an_update_that_makes_an_init_container_run_the_trainer_image_is_refused(dev, policies, trainjob_pod):
+    # ValidatePodUpdate lets spec.initContainers[*].image change: the preflight of a pending pod,
+    # or a sidecar, would then run the trainer without the fabric's env
+    facts, _ = dev
+    trainer_image = _init_named(trainjob_pod, "preflight")["image"]
+    old = _mutated(trainjob_pod, policies)
+    _init_named(old, "preflight")["image"] = "busybox:1.36"
+    new = copy.deepcopy(old)
+    _init_named(new, "preflight")["image"] = trainer_image.replace("registry.example.com", "REGISTRY.example.com:443")
+    failures = vap.evaluate(new, facts.params.doc, facts.policy.doc, _update(old))
+    assert len(failures) == 1 and "this update makes container preflight run the trainer image" in failures[0]
+    same = copy.deepcopy(new)
+    assert vap.evaluate(same, facts.params.doc, facts.policy.doc, _update(new)) == []

@@ -43,11 +43,23 @@ def trainers(obj: str, repositories: list[str]) -> str:
     return f"{obj}.spec.containers.filter(c, {is_trainer('c', repositories)})"
 
 
+def init_trainers(obj: str, repositories: list[str]) -> str:
+    """The init containers that run a trainer image (a TrainJob runtime's preflight): the engine
+    gives them the env, the /dev/shm mount and the capabilities too. The list is optional."""
+    return f"has({obj}.spec.initContainers) ? {obj}.spec.initContainers.filter(c, {is_trainer('c', repositories)}) : []"
+
+
 def became_trainers(repositories: list[str]) -> str:
-    """On UPDATE: the trainer containers of ``object`` whose container of the same name in
-    ``oldObject`` did not run a trainer image (a pod cannot add or remove containers on update)."""
+    """On UPDATE: the trainer containers and init containers of ``object`` whose container of the
+    same name in ``oldObject`` did not run a trainer image. Both images may change on update, and a
+    pod cannot add or remove containers (kube-apiserver pkg/apis/core/validation/validation.go,
+    ValidatePodUpdate)."""
     old = is_trainer("o", repositories)
-    return f"variables.trainers.filter(c, !oldObject.spec.containers.exists(o, o.name == c.name && {old}))"
+    return (
+        f"variables.trainers.filter(c, !oldObject.spec.containers.exists(o, o.name == c.name && {old})) + "
+        "variables.initTrainers.filter(c, !(has(oldObject.spec.initContainers) && "
+        f"oldObject.spec.initContainers.exists(o, o.name == c.name && {old})))"
+    )
 
 
 def asks_opt_out(obj: str = "object") -> str:
@@ -111,6 +123,7 @@ def policy_expressions(repositories: list[str]) -> dict[tuple[str, str], str]:
         ("matchConditions", "runs-a-trainer-image"): runs_a_trainer("object", repositories),
         ("matchConditions", "not-opted-out"): NOT_OPTED_OUT,
         ("variables", "trainers"): trainers("object", repositories),
+        ("variables", "initTrainers"): init_trainers("object", repositories),
         ("variables", "fabric"): fabric("object"),
         ("variables", "networks"): networks("object"),
         ("variables", "attached"): attached("variables.fabric", "variables.networks"),
