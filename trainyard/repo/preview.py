@@ -8,7 +8,9 @@ pods the Training Operator creates (:mod:`trainyard.repo.training_operator`). Ea
 through the same engine the webhook server runs (``webhook.engine.admit``, patch applied with
 jsonpatch), then checked as kube-apiserver would: the cluster's ValidatingAdmissionPolicy (with
 CEL, :mod:`trainyard.repo.vap`) and the Pod schema (kubernetes-validate, strict). The policy must
-reject the pod before the webhook and admit it after; anything else is reported.
+reject the pod before the webhook and admit it after; anything else is reported. The admitted pod
+then goes through every other ValidatingAdmissionPolicy the cluster binds to its namespace (the
+job namespaces' pod security, :mod:`trainyard.repo.podsecurity`), read from the cluster's render.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import yaml
 from trainyard.contract.errors import UserError
 from trainyard.contract.names import JOB_LABELS, KUEUE_TOPOLOGY_GATE
 from trainyard.repo import (
+    admission,
     cluster_facts,
     jobset,
     kueue,
@@ -56,6 +59,8 @@ class Context:
     policy: dict
     runtimes: list[dict] = field(default_factory=list)  # ClusterTrainingRuntimes the cluster installs
     queues: kueue.Queues = field(default_factory=kueue.Queues)
+    bound: list[admission.Bound] = field(default_factory=list)  # other policies (pod security) and bindings
+    namespaces: dict[str, dict[str, str]] = field(default_factory=dict)  # namespace -> labels
 
 
 @dataclass
@@ -71,6 +76,8 @@ class PodPreview:
     vap_before: vap.Verdict | None = None
     vap_after: vap.Verdict | None = None
     schema_errors: list[str] = field(default_factory=list)
+    policies: list[str] = field(default_factory=list)  # the other bound policies that evaluate the admitted pod
+    denied: list[str] = field(default_factory=list)  # '<policy>: <message>' of those that reject it
 
     def problems(self) -> list[str]:
         """What would go wrong at admission, in words."""
@@ -89,6 +96,9 @@ class PodPreview:
                 "it would not catch a webhook outage for this pod"
             )
         out += [f"pod {self.name}: {e}" for e in self.schema_errors]
+        for d in self.denied:
+            policy, _, message = d.partition(": ")
+            out.append(f"the admission policy {policy} rejects it: {message}")
         return out
 
 
@@ -105,7 +115,8 @@ class JobPreview:
         return [*self.refused, *(p for pod in self.pods for p in pod.problems())]
 
 
-PLATFORM_FOLDERS = ("webhook", "runtimes", "kueue")  # overlays/<cluster>/platform/<folder> (base/apps/platform.yaml)
+# overlays/<cluster>/platform/<folder> (base/apps/platform.yaml): admission, runtimes, queues, the job namespaces
+PLATFORM_FOLDERS = ("webhook", "runtimes", "kueue", "namespaces")
 
 
 def load_context(repo: Repository, cluster: str, resources: list[Resource] | None = None) -> Context:
@@ -135,8 +146,9 @@ def load_context(repo: Repository, cluster: str, resources: list[Resource] | Non
             f"{POLICIES}/ (known: {', '.join(policies.names)})"
         )
     runtimes = [r.doc for r in resources if trainjob.is_runtime(r.doc)]
+    bound = admission.collect(resources, skip=(cluster_facts.VAP_NAME,))
     return Context(cluster, policies, facts.profile, facts.params.doc, facts.policy.doc, runtimes,
-                   kueue.Queues.collect(resources))  # fmt: skip
+                   kueue.Queues.collect(resources), bound, admission.namespace_labels(resources))  # fmt: skip
 
 
 def preview_pod(pod: dict, ctx: Context) -> PodPreview:
@@ -159,6 +171,9 @@ def preview_pod(pod: dict, ctx: Context) -> PodPreview:
     out.vap_before = vap.check(pod, ctx.params, ctx.policy)
     out.vap_after = vap.check(out.after, ctx.params, ctx.policy) if out.action != "deny" else None
     out.schema_errors = schema.validate(out.after)
+    if out.action != "deny":
+        out.policies = admission.applies(ctx.bound, out.after, ctx.namespaces)
+        out.denied = admission.evaluate(ctx.bound, out.after, ctx.namespaces)
     return out
 
 
@@ -390,6 +405,9 @@ def format_job(jp: JobPreview, *, diff: bool = False) -> str:
             lines.append(f"  admission policy: without the webhook {before}; after the webhook {after}")
         elif pod.vap_before is not None:
             lines.append("  admission policy: does not apply (not a trainer pod)")
+        for name in pod.policies:
+            verdict = "REJECTED" if any(d.startswith(name + ": ") for d in pod.denied) else "admitted"
+            lines.append(f"  admission policy {name}: {verdict}")
         for p in pod.problems():
             lines.append(f"  error: {p}")
         if diff:
