@@ -110,6 +110,7 @@ class JobPreview:
     pods: list[PodPreview]
     notes: list[str] = field(default_factory=list)  # what the controllers made, in words
     refused: list[str] = field(default_factory=list)  # why a controller or Kueue would not run it
+    created: list[tuple[str, str]] = field(default_factory=list)  # (kind, name) of what its controllers create
 
     def problems(self) -> list[str]:
         return [*self.refused, *(p for pod in self.pods for p in pod.problems())]
@@ -183,7 +184,15 @@ def preview_job(job: Resource, ctx: Context) -> JobPreview:
     if trainjob.is_trainjob(job.doc):
         return preview_trainjob(job, ctx)
     pods = training_operator.expand_job(job.doc)
-    return JobPreview(job=job, cluster=ctx.cluster, profile=ctx.profile, pods=[preview_pod(p, ctx) for p in pods])
+    jp = JobPreview(job=job, cluster=ctx.cluster, profile=ctx.profile, pods=[preview_pod(p, ctx) for p in pods])
+    jp.created = [("Pod", name_of(p)) for p in pods]
+    name = name_of(job.doc)
+    if job.kind == "MPIJob":  # kubeflow/trainer@v1.9.4:pkg/controller.v1/mpi/mpijob.go configSuffix, launcherSuffix
+        jp.created += [("ConfigMap", f"{name}-config"), ("ServiceAccount", f"{name}-launcher"),
+                       ("Role", f"{name}-launcher"), ("RoleBinding", f"{name}-launcher")]  # fmt: skip
+    else:  # a headless Service per pod, named as the pod (pkg/controller.v1/common/service.go, GenGeneralName)
+        jp.created += [("Service", name_of(p)) for p in pods]
+    return jp
 
 
 @dataclass
@@ -241,7 +250,18 @@ def preview_trainjob(job: Resource, ctx: Context) -> JobPreview:
     elif kueue.queue_name(job.doc) is None:
         notes.append(f"Kueue: not queued (no {kueue.QUEUE_LABEL} label); the webhook's affinity places the pods")
     pods = [preview_pod(p, ctx) for p in e.pods]
-    return JobPreview(job=job, cluster=ctx.cluster, profile=ctx.profile, pods=pods, notes=notes)
+    jp = JobPreview(job=job, cluster=ctx.cluster, profile=ctx.profile, pods=pods, notes=notes)
+    name = name_of(job.doc)
+    # kubeflow/trainer@v2.3.0: the JobSet (plugins/jobset), the runtime snapshot (runtime/core/snapshot.go
+    # runtimeSnapshotSuffix), the MPI plugin's Secret and ConfigMap (constants.go MPISSHAuthSecretSuffix,
+    # MPIHostfileConfigMapSuffix); JobSet v0.12.0: its Jobs and the headless Service of its subdomain.
+    jp.created = [("JobSet", name_of(e.jobset)), ("Service", name_of(e.service)),
+                  *(("Job", name_of(j)) for j in e.jobs), ("ConfigMap", f"{name}-runtime-snapshot")]  # fmt: skip
+    if "mpi" in ((run.runtime.get("spec") or {}).get("mlPolicy") or {}):
+        jp.created += [("Secret", f"{name}-mpi-ssh-auth"), ("ConfigMap", f"{name}-mpi-hostfile")]
+    if run.admission is not None:
+        jp.created.append(("Workload", run.admission.workload))
+    return jp
 
 
 def cluster_of(repo: Repository, path: Path) -> str:

@@ -55,8 +55,20 @@ def check_security(ctx: ClusterCheck) -> None:
     namespaces |= {str(ar.app.destination.get("namespace")) for ar in apps if ar.app.destination.get("namespace")}
     for ns in sorted(namespaces):
         check_namespace(ctx, ns, labels, bound)
+    applied: dict[tuple[str, str, str, str], AppRender] = {}
+    for ar in ctx.render.apps:
+        for r in ar.resources:
+            applied.setdefault((r.group, r.kind, r.namespace or "", r.name), ar)
     for ar in apps:
         for r in ar.resources:
+            other = applied.get((r.group, r.kind, r.namespace or "", r.name))
+            if other is not None and other is not ar:
+                ctx.err(
+                    r.where(),
+                    f"Application {other.name} ({other.path or other.app.where()}) applies this object too: two "
+                    "Applications would overwrite each other's version of it; rename it",
+                    r.describe(),
+                )
             for failure in admission.evaluate(bound, r.doc, labels):
                 policy, _, message = failure.partition(": ")
                 ctx.err(r.where(), f"the admission policy {policy} rejects it: {message}", r.describe())
