@@ -28,6 +28,7 @@ from trainyard.contract.names import JOB_LABELS, KUEUE_TOPOLOGY_GATE
 from trainyard.repo import (
     admission,
     cluster_facts,
+    jobfolder,
     jobset,
     kueue,
     kustomize,
@@ -279,6 +280,9 @@ def preview_path(repo: Repository, path: str | Path) -> list[JobPreview]:
     if not folder.is_absolute():
         folder = (Path.cwd() / folder).resolve()
     cluster = cluster_of(repo, folder)
+    refused = jobfolder.scan(repo, folder)
+    if refused:
+        raise UserError("\n".join(f"{p.where}: {p.message}" for p in refused))
     resources = kustomize.build(repo, folder)
     jobs = [r for r in resources if is_job(r.doc)]
     if not jobs:
