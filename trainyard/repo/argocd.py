@@ -517,6 +517,15 @@ def render_cluster(repo: Repository, cluster: str, *, workers: int = 8) -> Clust
             for ar, fut in jobs:
                 try:
                     _, ar.resources = fut.result()
+                except kustomize.KustomizeError as exc:
+                    located = jobfolder.locate_patch_failure(repo, repo.root / ar.path) if ar.app.generated_by else []
+                    kustomize_says = re.sub(r"^.*recursed accumulation of path '[^']*': ", "", _strip_where(str(exc)))
+                    for p in located:
+                        problems.append(error(p.where, f"{p.message} (kustomize: {kustomize_says})",
+                                              ar.app.resource.describe()))  # fmt: skip
+                    if not located:
+                        problems.append(error(ar.path or ar.app.where(), kustomize_says, ar.app.resource.describe()))
+                    continue
                 except UserError as exc:
                     problems.append(
                         error(

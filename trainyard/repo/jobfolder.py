@@ -455,3 +455,77 @@ def _metadata_maps(s: Scan, file: Path, maps: dict[str, yaml.Node | None], offse
                     f"{ANNOTATIONS_MAX_BYTES:,} (256 KiB): the API server refuses the object",
                     offset + rawyaml.line(node),
                 )
+
+
+# ---------------------------------------------------------------------------------------------
+# Where a patch fails: kustomize names neither the file nor the operation
+
+
+def locate_patch_failure(repo: Repository, folder: Path) -> list[Problem]:
+    """When kustomize cannot build ``folder``: the first JSON patch operation that does not apply,
+    with its file and line, found by applying the folder's patches (in kustomization order) to the
+    objects they target: those of its job bases (built with kustomize) and of its own resource
+    files. Empty when the folder is not of that shape (sub-kustomizations) or every patch applies."""
+    import copy
+
+    import jsonpatch
+
+    from trainyard.repo import kustomize
+
+    s = Scan(repo, folder.resolve())
+    root = next((s.folder / n for n in KUSTOMIZATION_FILES if (s.folder / n).is_file()), None)
+    docs = _read(s, root) if root is not None else None
+    if not docs or not isinstance(docs[0], yaml.MappingNode):
+        return []
+    kust = docs[0]
+    objects: list[dict] = []
+    for entry in _seq(rawyaml.get(kust, "resources")):
+        target = Path(os.path.realpath(s.folder / (rawyaml.scalar(entry) or "")))
+        if target.is_dir() and s.job_base(target):
+            objects += [r.doc for r in kustomize.build(repo, target)]
+        elif target.is_file() and s.inside(target):
+            objects += [d for d in (rawyaml.to_python(n) for n in _read(s, target) or []) if isinstance(d, dict)]
+        else:
+            return []
+    out: list[Problem] = []
+    for entry in _seq(rawyaml.get(kust, "patches")) + _seq(rawyaml.get(kust, "patchesJson6902")):
+        path, target = rawyaml.scalar(rawyaml.get(entry, "path")), rawyaml.get(entry, "target")
+        if path is None or target is None:
+            continue
+        file = Path(os.path.realpath(s.folder / path))
+        ops = next(iter(_read(s, file) or []), None)
+        if not isinstance(ops, yaml.SequenceNode):
+            continue
+        want = {k: rawyaml.scalar(rawyaml.get(target, k)) for k in ("group", "version", "kind", "name", "namespace")}
+        chosen = [o for o in objects if _selected(o, want)]
+        if not chosen:
+            where = f"{s.rel(root)}:{rawyaml.line(target)}"  # type: ignore[arg-type]
+            out.append(error(where, f"the patch {path} targets {_describe(want)}, which no resource of the folder is"))
+            continue
+        for obj in chosen:
+            for i, node in enumerate(ops.value):
+                op = rawyaml.to_python(node)
+                try:
+                    patched = jsonpatch.JsonPatch([op]).apply(obj)
+                except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, KeyError) as exc:
+                    what = f"{op.get('op')} {op.get('path')}" if isinstance(op, dict) else "operation"
+                    why = str(exc).split(" in {", 1)[0][:300]  # jsonpointer quotes the whole document after " in "
+                    out.append(error(f"{s.rel(file)}:{rawyaml.line(node)}",
+                                     f"JSON patch operation {i} ({what}) does not apply to {obj.get('kind')} "
+                                     f"{(obj.get('metadata') or {}).get('name')}: {why}"))  # fmt: skip
+                    return out
+                obj.clear()
+                obj.update(copy.deepcopy(patched))
+    return out
+
+
+def _selected(obj: dict, want: dict[str, str | None]) -> bool:
+    group, _, version = str(obj.get("apiVersion", "")).rpartition("/")
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    have = {"group": group, "version": version, "kind": obj.get("kind"), "name": meta.get("name"),
+            "namespace": meta.get("namespace")}  # fmt: skip
+    return all(v is None or have[k] == v for k, v in want.items())
+
+
+def _describe(want: dict[str, str | None]) -> str:
+    return " ".join(f"{k} {v}" for k, v in want.items() if v is not None) or "everything"
