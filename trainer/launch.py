@@ -83,11 +83,11 @@ def _endpoint(host: str, port: str | int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def _processes(env: Mapping[str, str], given: str | None, notes: list[str]) -> str:
+def _processes(env: Mapping[str, str], given: str | None, notes: list[str], gpus: int | None = None) -> str:
     """Processes per pod: the flag, PET_NPROC_PER_NODE, the GPUs visible, else 1."""
     nproc = given or (env.get("PET_NPROC_PER_NODE") or "").strip()
     if not nproc:
-        gpus = visible_gpus(env)
+        gpus = visible_gpus(env) if gpus is None else gpus
         nproc = str(gpus or 1)
         notes.append(f"{nproc} process(es) per pod: {'one per visible GPU' if gpus else 'no GPU visible'}")
     if not (nproc.isdigit() and int(nproc) > 0) and nproc not in ("auto", "gpu", "cpu", "xpu"):
@@ -144,6 +144,14 @@ def _rendezvous(env: Mapping[str, str], nnodes: str, notes: list[str]) -> tuple[
         + ("this pod hosts the store" if is_host else "the pod of node rank 0 hosts the store")
     )
     return argv, addr
+
+
+def world_shape(env: Mapping[str, str], nproc_per_node: str | None = None, *, gpus: int) -> tuple[str, str]:
+    """(pods, processes per pod) as launch gives them to torchrun (``--nnodes``, ``--nproc-per-node``)
+    in a pod with environment ``env`` that sees ``gpus`` GPUs: what a check before the pod exists
+    (trainyard validate) needs. Raises UserError where launch would."""
+    notes: list[str] = []
+    return _nodes(env, notes), _processes(env, nproc_per_node, notes, gpus)
 
 
 def plan(

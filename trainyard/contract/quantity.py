@@ -59,7 +59,10 @@ def _parse_text(value: str) -> Decimal:
         return number * _BINARY[suffix]
     if suffix in _DECIMAL:
         return number * _DECIMAL[suffix]
-    return number.scaleb(int(suffix[1:]))
+    try:
+        return number.scaleb(int(suffix[1:]))
+    except (InvalidOperation, ValueError):  # an exponent beyond what Decimal (or any node) holds
+        raise QuantityError(f"{value[:40]!r} is not a quantity Kubernetes can hold (exponent out of range)") from None
 
 
 def format_bytes(n: int) -> str:

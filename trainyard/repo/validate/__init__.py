@@ -92,7 +92,7 @@ class ClusterCheck:
 
 
 def validate(repo: Repository, clusters: list[str] | None = None) -> Report:
-    from trainyard.repo.validate import argo, fabric, jobs, objects, security
+    from trainyard.repo.validate import argo, capacity, fabric, jobs, objects, security
 
     report = Report()
     policies = load_policies(repo.root / POLICIES)
@@ -111,6 +111,7 @@ def validate(repo: Repository, clusters: list[str] | None = None) -> Report:
         fabric.check_fabric(ctx)
         security.check_security(ctx)
         jobs.check_jobs(ctx)
+        capacity.check_capacity(ctx)
         for problem in ctx.problems:
             if problem not in report.problems:
                 report.problems.append(problem)

@@ -8,7 +8,7 @@ from trainyard.contract.errors import UserError
 from trainyard.contract.names import FABRIC_LABEL
 from trainyard.repo import preview, training_operator, trainjob
 from trainyard.repo.rendered import Resource, as_dict, as_list, containers, dig, pod_templates
-from trainyard.repo.validate import ClusterCheck
+from trainyard.repo.validate import ClusterCheck, trainer
 from trainyard.repo.validate.objects import check_env, check_image
 
 # Argo CD deletes and re-creates a resource carrying this option (docs/user-guide/sync-options.md,
@@ -58,6 +58,7 @@ def check_jobs(ctx: ClusterCheck) -> None:
             pod_names[pkey] = r
         for p in jp.problems():
             ctx.err(r.where(), p, r.describe())
+        trainer.check_trainer(ctx, jp)
     check_names(ctx)
 
 
