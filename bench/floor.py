@@ -1,9 +1,9 @@
 """The floor for the HTTPS benchmark: the webhook's own HTTP stack, minus the webhook.
 
-Same server (uvicorn, uvloop, httptools, the guarded protocol), same TLS context and settings,
-same FastAPI app shape, the same content-type check and body read; then it answers a canned
-AdmissionReview response of the same size instead of parsing, mutating and logging. The
-difference between the two is what trainyard's own code costs per request.
+Same server (uvicorn, uvloop, httptools, the connection gate and the guarded protocol), same TLS
+context and settings, same FastAPI app shape, the same content-type check and body read; then it
+answers a canned AdmissionReview response of the same size instead of parsing, mutating and
+logging. The difference between the two is what trainyard's own code costs per request.
 
 Takes ``trainyard serve``'s flags (so the benchmark starts both the same way) plus
 ``--response FILE``.
@@ -17,13 +17,14 @@ from pathlib import Path
 from fastapi import FastAPI, Request, Response
 
 from webhook.app import read_body, unsupported_media
+from webhook.defaults import Limits
 from webhook.server import configure_logging, uvicorn_server
 from webhook.tls import CertStore
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    for flag in ("--policies", "--profile", "--reload-interval", "--log-level"):
+    for flag in ("--policies", "--profile", "--reload-interval", "--log-level", "--tls-server-name", "--probe-port"):
         parser.add_argument(flag)  # accepted for symmetry with trainyard serve, unused
     parser.add_argument("--tls-dir", required=True)
     parser.add_argument("--host", default="127.0.0.1")
@@ -49,7 +50,8 @@ def main() -> None:
     async def healthz() -> Response:
         return Response(b'{"status": "ok"}', media_type="application/json")
 
-    uvicorn_server(app, CertStore(args.tls_dir), args.host, args.port, args.request_timeout).run()
+    limits = Limits(header_timeout=args.request_timeout)
+    uvicorn_server(app, CertStore(args.tls_dir, server_name=None), args.host, args.port, limits).run()
 
 
 if __name__ == "__main__":

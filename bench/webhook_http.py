@@ -82,12 +82,12 @@ def parse_hey(out: str) -> tuple[float, float, float, int]:
 
 
 class RssSampler(threading.Thread):
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, interval: float = 0.1) -> None:
         super().__init__(daemon=True)
-        self.pid, self.peak, self.stop = pid, 0, threading.Event()
+        self.pid, self.peak, self.stop, self.interval = pid, 0, threading.Event(), interval
 
     def run(self) -> None:
-        while not self.stop.wait(0.1):
+        while not self.stop.wait(self.interval):
             self.peak = max(self.peak, rss_bytes(self.pid))
 
 

@@ -12,13 +12,13 @@ import os
 import sys
 
 from trainer import launch, nccl_log, nccl_ras, options
-from trainyard.contract.argv import bounded_int, parse_command_line
+from trainyard.contract.argv import AddParser, bounded_int, parse_command_line
 from trainyard.contract.errors import UserError, run
 from trainyard.contract.names import ENV_SHM_PATH, TRANSPORTS
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+def register(add_parser: AddParser) -> None:
+    p = add_parser(
         "train",
         help="train (one rank; run it under torchrun, or through `launch`)",
         description="The training loop of the trainer image: DDP or FSDP2, checkpoints with "
@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.add_arguments(p)
     p.set_defaults(func=_train)
 
-    p = sub.add_parser(
+    p = add_parser(
         "preflight",
         help="check that the pod's fabric settings are live (shm, net1, IPC_LOCK, NCCL env, GPUs)",
         description="Start-up checks of a trainer pod: /dev/shm is at least TRAINYARD_SHM_BYTES; the "
@@ -51,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=_preflight)
 
-    p = sub.add_parser(
+    p = add_parser(
         "nccl-report",
         help="summarise NCCL_DEBUG=INFO logs (any release 2.4-2.30) or NCCL RAS JSON: transport, GPUDirect, hangs",
         description="Parse NCCL_DEBUG=INFO logs (pod logs, pasted or edited, or NCCL_DEBUG_FILE files; - reads "
@@ -66,7 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(func=_nccl_report)
 
-    p = sub.add_parser(
+    p = add_parser(
         "nccl-ras",
         help="ask a running job's NCCL (RAS, 2.28.7+) which ranks are missing or behind: diagnose a hang",
         description="Connect to the NCCL RAS service of the job this pod belongs to (every NCCL 2.24+ process "
@@ -86,7 +86,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print RAS's JSON as received")
     p.set_defaults(func=_nccl_ras)
 
-    p = sub.add_parser(
+    p = add_parser(
         "launch",
         help="image entrypoint: preflight, then torchrun -m trainer train",
         description="Entrypoint of the trainer image: run preflight, then exec torchrun with `-m trainer train`, "
@@ -184,6 +184,6 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m trainer COMMAND``: the same commands without the rest of the trainyard CLI."""
     parser = argparse.ArgumentParser(prog="python -m trainer", description="The trainer image's commands.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    register(sub)
+    register(sub.add_parser)
     args = parse_command_line(parser, dict(sub.choices), sys.argv[1:] if argv is None else argv)
     return run(lambda: args.func(args))

@@ -16,7 +16,7 @@ from trainyard import __version__
 from trainyard.contract.argv import parse_command_line
 from trainyard.contract.errors import run
 
-# Modules with a ``register(subparsers)`` function, bottom floor first.
+# Modules with a ``register(add_parser)`` function, bottom floor first.
 COMMAND_MODULES = ("webhook.cli", "trainer.cli", "trainyard.repo.cli", "trainyard.sandbox.cli")
 MISSING_EXTRA = "install the extra it belongs to (pip install 'trainyard[webhook|trainer|repo|dev]')"
 
@@ -36,7 +36,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
             if exc.name == name or name.startswith(f"{exc.name}."):
                 continue
             raise
-        module.register(sub)
+        module.register(sub.add_parser)
     return parser, dict(sub.choices)
 
 

@@ -6,13 +6,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from trainyard.contract.argv import bounded_int
+from trainyard.contract.argv import AddParser, bounded_int
+from trainyard.contract.errors import UserError
+from webhook.defaults import HANDSHAKE_TIMEOUT, MAX_CONNECTIONS, REQUEST_TIMEOUT, SERVICE_DNS_NAME, Limits
 
 MAX_DAYS = 36500  # the CA lives twice as long; both stay far below X.509's year 9999
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+def register(add_parser: AddParser) -> None:
+    p = add_parser(
         "certs",
         help="write a local CA and a serving certificate (ca.crt, tls.crt, tls.key)",
         description="Write ca.crt, tls.crt and tls.key for running the webhook locally. "
@@ -29,11 +31,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=_certs)
 
-    p = sub.add_parser(
+    p = add_parser(
         "serve",
         help="serve the mutating webhook over TLS",
         description="Serve POST /mutate (AdmissionReview v1), /healthz, /readyz and /metrics over TLS 1.2+. "
-        "Certificates and policies are reloaded when their files change.",
+        "Certificates and policies are reloaded when their files change, if they are valid: a refused "
+        "reload is logged, counted and listed by /readyz, and the last good one keeps serving.",
     )
     p.add_argument("--policies", required=True, metavar="DIR", help="directory of FabricProfile YAML files")
     p.add_argument("--profile", required=True, metavar="NAME", help="default profile for unlabelled pods")
@@ -50,9 +53,39 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--request-timeout",
         type=float,
-        default=10.0,
+        default=REQUEST_TIMEOUT,
         metavar="SECONDS",
-        help="deadline for a request's headers and for its body; a stalled client is cut off (default 10)",
+        help=f"deadline for a request's headers and for its body; a stalled client is cut off "
+        f"(default {REQUEST_TIMEOUT:g})",
+    )
+    p.add_argument(
+        "--tls-server-name",
+        default=SERVICE_DNS_NAME,
+        metavar="NAME",
+        help="the name kube-apiserver calls the webhook by: a certificate that does not name it is refused "
+        f"(default {SERVICE_DNS_NAME}, the Service of base/webhook; '' to skip the check)",
+    )
+    p.add_argument(
+        "--probe-port",
+        type=bounded_int(1, 65535, "a port number"),
+        metavar="PORT",
+        help="also serve /healthz, /readyz and /metrics over plain HTTP on this port, from a thread of "
+        "their own (base/webhook points the kubelet's probes and Prometheus at it)",
+    )
+    p.add_argument(
+        "--max-connections",
+        type=bounded_int(1, 1_000_000, "a number of connections"),
+        default=MAX_CONNECTIONS,
+        metavar="N",
+        help="connections kept open at once; past it the oldest that has not completed a request is closed "
+        f"(default {MAX_CONNECTIONS})",
+    )
+    p.add_argument(
+        "--tls-handshake-timeout",
+        type=float,
+        default=HANDSHAKE_TIMEOUT,
+        metavar="SECONDS",
+        help=f"deadline for a connection's TLS handshake (default {HANDSHAKE_TIMEOUT:g})",
     )
     p.add_argument(
         "--drain-seconds",
@@ -64,7 +97,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.set_defaults(func=_serve)
 
-    p = sub.add_parser(
+    p = add_parser(
         "mutate",
         help="run the webhook on a file: AdmissionReview -> response, Pod -> mutated Pod",
         description="An AdmissionReview in gives the response the server would give; a Pod (YAML or JSON) "
@@ -88,6 +121,13 @@ def _certs(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     from webhook.server import serve
 
+    if args.tls_handshake_timeout <= 0:
+        raise UserError("--tls-handshake-timeout must be above 0")
+    limits = Limits(
+        max_connections=args.max_connections,
+        handshake_timeout=args.tls_handshake_timeout,
+        header_timeout=args.request_timeout,
+    )
     serve(
         args.policies,
         args.profile,
@@ -98,6 +138,9 @@ def _serve(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         request_timeout=args.request_timeout,
         drain_seconds=args.drain_seconds,
+        server_name=args.tls_server_name or None,
+        probe_port=args.probe_port,
+        limits=limits,
     )
     return 0
 

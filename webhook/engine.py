@@ -4,13 +4,23 @@ Pure: no I/O, no globals, no framework types. The server, ``trainyard mutate``,
 ``trainyard preview`` and the tests all call :func:`mutate` (or :func:`admit`, which first
 decides whether and with which profile a pod is mutated).
 
+Which pods: those with a container running a trainer image by the one identity rule
+(trainyard/contract/images.py), except mirror pods. The opt-out annotation is not the engine's to
+honour: kube-apiserver skips the webhook for a user authorized to opt out (the matchConditions of
+base/webhook), so a pod that asks for it here was not allowed to, and gets the fabric with a
+warning. A pod the engine cannot read where it must (a container image that is no image
+reference, a quantity Kubernetes would not accept, a networks annotation Multus would refuse, more
+containers than :data:`MAX_CONTAINERS`) is denied with a message naming the field: never
+admitted without its fabric.
+
 Rules (each a function below, applied to the trainer containers only; other containers and
 sidecars are never touched; an init container that runs a trainer image, such as a TrainJob
 runtime's preflight, gets the env, the /dev/shm mount and the capabilities, so that it checks
 the pod its trainer will run in):
 
-- networks: keep every attachment the pod asks for, in order; add the profile's; make sure the
-  fabric attachment's interface collides with no other;
+- networks: keep every attachment the pod asks for, in order; add the profile's; give the fabric
+  attachment an interface that no other attachment gets and that is not ``eth0`` or ``lo``
+  (renamed, with a warning); deny a pod whose other attachments clash among themselves;
 - env: the profile's values where the pod has none; enforced keys (NCCL_SOCKET_IFNAME always)
   overridden with a warning; TRAINYARD_* for the trainer's start-up checks;
 - capabilities: the profile's (IPC_LOCK) appended to ``securityContext.capabilities.add``;
@@ -33,6 +43,7 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from trainyard.contract import networks as netann
+from trainyard.contract.images import parse_image
 from trainyard.contract.names import (
     ENV_EXPECT_TRANSPORT,
     ENV_FABRIC,
@@ -42,8 +53,14 @@ from trainyard.contract.names import (
     KUEUE_TOPOLOGY_GATE,
     MIRROR_ANNOTATION,
     OPT_OUT_ANNOTATION,
+    OPT_OUT_GROUP,
+    OPT_OUT_RESOURCE,
+    OPT_OUT_VALUE,
+    OPT_OUT_VERB,
     SHM_PATH,
     SHM_VOLUME,
+    asks_opt_out,
+    requested_fabric,
 )
 from trainyard.contract.nccl import lint_env
 from trainyard.contract.quantity import QuantityError, format_bytes, parse_quantity
@@ -51,6 +68,13 @@ from webhook.policy import CompiledProfile, PolicySet
 
 Op = dict[str, Any]
 NO_TRAINER = "no container runs a trainer image"
+# A pod with more containers than this is denied before any work: it bounds the engine's time and
+# the patch (no trainer pod comes near it; Kubernetes sets no limit of its own).
+MAX_CONTAINERS = 256
+OPT_OUT_IGNORED = (
+    f'{OPT_OUT_ANNOTATION}: "{OPT_OUT_VALUE}" ignored: the requester may not {OPT_OUT_VERB} '
+    f"{OPT_OUT_RESOURCE}.{OPT_OUT_GROUP} (RBAC); fabric given"
+)
 
 
 @dataclass(slots=True)
@@ -61,7 +85,7 @@ class Mutation:
 
 
 class MutationError(ValueError):
-    """The pod cannot be given its fabric as it stands (a malformed networks annotation)."""
+    """The pod cannot be given its fabric as it stands; the message names the field."""
 
 
 @dataclass(slots=True)
@@ -134,22 +158,24 @@ def _extend(ops: list[Op], parent: object, path: str, keys: tuple[str, ...], ite
         ops.append({"op": "add", "path": f"{path}/{escape(keys[-1])}", "value": list(items)})
 
 
-def _quantity(value: object) -> Decimal | None:
+def _quantity(value: object, field: str) -> Decimal | None:
+    """A quantity the engine reads; MutationError naming ``field`` if Kubernetes would not take it."""
     if value is None:
         return None
     try:
         return parse_quantity(value)
-    except QuantityError:
-        return None
+    except QuantityError as exc:
+        raise MutationError(f"{field}: {exc}") from None
 
 
-def _resource(container: dict, name: str) -> Decimal | None:
+def _resource(container: dict, index: int, name: str) -> Decimal | None:
     resources = _dict(container.get("resources"))
+    found = None
     for section in ("limits", "requests"):
-        q = _quantity(_dict(resources.get(section)).get(name))
-        if q is not None:
-            return q
-    return None
+        q = _quantity(_dict(resources.get(section)).get(name), f"spec.containers[{index}].resources.{section}[{name}]")
+        if found is None:
+            found = q
+    return found
 
 
 def _cname(container: dict, index: int) -> str:
@@ -170,18 +196,47 @@ def trainer_indices(pod: dict, profile: CompiledProfile, group: str = "container
     return [i for i, c in enumerate(containers) if isinstance(c, dict) and profile.is_trainer_image(c.get("image"))]
 
 
+def _uninterpretable(pod: dict) -> str | None:
+    """Why the engine cannot tell which containers are trainers, naming the field; None if it can."""
+    spec = pod.get("spec")
+    containers = spec.get("containers") if isinstance(spec, dict) else None
+    if not isinstance(containers, list):
+        return "spec.containers must be a list of containers"
+    inits = spec.get("initContainers")
+    if inits is None:
+        inits = []
+    if not isinstance(inits, list):
+        return "spec.initContainers must be a list of containers"
+    for group, items in (("containers", containers), ("initContainers", inits)):
+        if len(items) > MAX_CONTAINERS:
+            return f"spec.{group}: {len(items):,} containers; the fabric webhook takes at most {MAX_CONTAINERS}"
+        for i, c in enumerate(items):
+            if not isinstance(c, dict):
+                return f"spec.{group}[{i}] must be a container (an object)"
+            image = c.get("image")
+            if image is None or image == "":
+                continue  # kube-apiserver refuses it; not a trainer either way
+            if parse_image(image) is None:
+                shown = repr(image) if len(repr(image)) <= 60 else f"{repr(image)[:50]}... ({len(image):,} characters)"
+                return f"spec.{group}[{i}].image: {shown} is not an image reference a container runtime can pull"
+    return None
+
+
 def admit(pod: object, policies: PolicySet, default: str, namespace: str | None) -> Decision:
     """Decide what to do with a pod at CREATE and, when it is to be mutated, mutate it."""
     if not isinstance(pod, dict):
         return Decision("skip", reason="the object is not a Pod")
     meta = _dict(pod.get("metadata"))
     annotations = _dict(meta.get("annotations"))
-    if str(annotations.get(OPT_OUT_ANNOTATION, "")).strip().lower() == "false":
-        return Decision("skip", reason=f'annotation {OPT_OUT_ANNOTATION}: "false"')
     if MIRROR_ANNOTATION in annotations:
         return Decision("skip", reason="mirror pod")
-    wanted = _dict(meta.get("labels")).get(FABRIC_LABEL)
-    name = wanted if isinstance(wanted, str) and wanted else default
+    problem = _uninterpretable(pod)
+    if problem is not None:
+        return Decision("deny", reason=problem)
+    wanted = requested_fabric(meta.get("labels"))
+    if wanted is not None and not isinstance(wanted, str):
+        return Decision("deny", reason=f"metadata.labels[{FABRIC_LABEL}] must be a string")
+    name = default if wanted is None else wanted
     profile = policies.get(name)
     if profile is None:
         if not any(trainer_indices(pod, p) for p in policies.profiles.values()):
@@ -195,7 +250,10 @@ def admit(pod: object, policies: PolicySet, default: str, namespace: str | None)
     trainers = trainer_indices(pod, profile)
     if not trainers:
         return Decision("skip", profile=profile, reason=NO_TRAINER)
-    return Decision("mutate", profile=profile, mutation=_mutate(pod, profile, namespace, trainers))
+    mutation = _mutate(pod, profile, namespace, trainers)
+    if asks_opt_out(annotations):
+        mutation.warnings.insert(0, OPT_OUT_IGNORED)
+    return Decision("mutate", profile=profile, mutation=mutation)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -221,7 +279,7 @@ def _mutate(pod: dict, profile: CompiledProfile, namespace: str | None, trainers
     except netann.NetworksError as exc:
         raise MutationError(f"annotation {netann.ANNOTATION}: {exc}") from None
     inits = trainer_indices(pod, profile, "initContainers")
-    gpus = sum((_resource(containers[i], profile.spec.gpu_resource) or 0) for i in trainers)
+    gpus = sum((_resource(containers[i], i, profile.spec.gpu_resource) or 0) for i in trainers)
     shm_bytes = _shm(out, spec, containers, trainers, profile, gpus, inits)
     for group, indices in (("containers", trainers), ("initContainers", inits)):
         _env(out, spec[group] if indices else [], indices, profile, out.interface, shm_bytes, group)
@@ -260,21 +318,26 @@ def _networks(out: Mutation, meta: dict, profile: CompiledProfile, namespace: st
             changed = True
         if k == 0:
             fabric_position = position
-    # Multus names unnamed attachments net<position>; two attachments on one name fail the pod.
-    # Give the fabric attachment a free explicit name when its own collides with another's.
-    names = current.interfaces()
+    # Multus names unnamed attachments net<position>; an interface that exists already (eth0, lo)
+    # or that two attachments get fails the pod's network setup. The fabric attachment is the
+    # engine's to name: it gets a free name. A clash among the others is the pod's: denied.
     fabric = attachments[fabric_position]
+    names = current.interfaces()
     mine = names[fabric_position]
-    others = set(names[:fabric_position] + names[fabric_position + 1 :])
-    if mine in others:
+    why = current.clashes().get(fabric_position)
+    if why is not None:
         taken = set(names)
         free = next(f"net{j}" for j in range(1, len(names) + 2) if f"net{j}" not in taken)
-        out.warnings.append(
-            f"interface {mine} of attachment {fabric.name} collides with another attachment; it is named {free} instead"
-        )
-        fabric.interface = free
-        mine = free
+        out.warnings.append(f"attachment {fabric.name}: {why}; its interface is {free} instead")
+        fabric.interface = mine = free
         changed = True
+    clashes = current.clashes()
+    if clashes:
+        i = min(clashes)
+        raise netann.NetworksError(
+            f"attachment {attachments[i].plain()}: {clashes[i]}; Multus would fail the pod's network setup: "
+            "give it an interface of its own (name@netN)"
+        )
     if changed:
         _merge(out.ops, meta, "/metadata", ("annotations",), {netann.ANNOTATION: current.render()})
     return mine
@@ -381,7 +444,7 @@ def _shm(
     gpus: Decimal,
     inits: Sequence[int] = (),
 ) -> int:
-    limits = [q for i in trainers if (q := _memory_limit(containers[i])) is not None]
+    limits = [q for i in trainers if (q := _memory_limit(containers[i], i)) is not None]
     memory_limit = sum(limits) if limits else None
     size = shm_size(profile, gpus, memory_limit)
     fraction = profile.spec.shm.memory_limit_fraction
@@ -404,7 +467,9 @@ def _shm(
         _extend(out.ops, spec, "/spec", ("volumes",), [volume])
     else:
         name = existing
-        volume = next((v for v in volumes if isinstance(v, dict) and v.get("name") == name), {})
+        where, volume = next(
+            ((k, v) for k, v in enumerate(volumes) if isinstance(v, dict) and v.get("name") == name), (-1, {})
+        )
         empty_dir = volume.get("emptyDir")
         if not isinstance(empty_dir, dict) or empty_dir.get("medium") != "Memory":
             out.warnings.append(
@@ -412,7 +477,7 @@ def _shm(
                 "NCCL and DataLoader workers will be slow or fail"
             )
         else:
-            limit = _quantity(empty_dir.get("sizeLimit"))
+            limit = _quantity(empty_dir.get("sizeLimit"), f"spec.volumes[{where}].emptyDir.sizeLimit")
             if limit is not None:
                 if memory_limit is not None and limit > memory_limit * Decimal(str(fraction)):
                     out.warnings.append(
@@ -432,8 +497,9 @@ def _shm(
     return size
 
 
-def _memory_limit(container: dict) -> Decimal | None:
-    return _quantity(_dict(_dict(container.get("resources")).get("limits")).get("memory"))
+def _memory_limit(container: dict, index: int) -> Decimal | None:
+    limits = _dict(_dict(container.get("resources")).get("limits"))
+    return _quantity(limits.get("memory"), f"spec.containers[{index}].resources.limits[memory]")
 
 
 def _rdma(out: Mutation, containers: list, trainers: list[int], profile: CompiledProfile) -> None:
@@ -442,9 +508,9 @@ def _rdma(out: Mutation, containers: list, trainers: list[int], profile: Compile
         return
     for i in trainers:
         c = containers[i]
-        if not (_resource(c, profile.spec.gpu_resource) or 0) > 0:
+        if not (_resource(c, i, profile.spec.gpu_resource) or 0) > 0:
             continue
-        missing = {name: qty for name, qty in wanted.items() if _resource(c, name) is None}
+        missing = {name: qty for name, qty in wanted.items() if _resource(c, i, name) is None}
         if missing:
             _merge(out.ops, c, f"/spec/containers/{i}", ("resources", "limits"), missing)
 

@@ -5,7 +5,17 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-OUTCOMES = ("patched", "unchanged", "skipped", "denied", "error", "invalid", "too_large", "unsupported_media")
+OUTCOMES = (
+    "patched",
+    "unchanged",
+    "skipped",
+    "denied",
+    "error",
+    "invalid",
+    "too_large",
+    "unsupported_media",
+    "busy",
+)
 
 
 class Metrics:
@@ -42,6 +52,34 @@ class Metrics:
         for counter in (self.policy_reloads, self.cert_reloads):
             counter.labels("success")
             counter.labels("failure")
+        self.refusals = Counter(
+            "trainyard_webhook_reload_refusals",
+            "Policy sets and certificates refused on reload, by what and why (the last good one keeps serving)",
+            ["what", "reason"],
+            registry=self.registry,
+        )
+        self.refused = Gauge(
+            "trainyard_webhook_config_refused",
+            "1 while the files on disk are refused and the last good ones serve",
+            ["what"],
+            registry=self.registry,
+        )
+        for what in ("policies", "certificate"):
+            self.refused.labels(what).set(0)
+        self.connections = Gauge(
+            "trainyard_webhook_connections",
+            "Open connections on the webhook port, TLS handshakes included",
+            registry=self.registry,
+        )
+        self.connections_closed = Counter(
+            "trainyard_webhook_connections_closed",
+            "Connections closed to stay under the connection cap: evicted_fresh (no request completed), "
+            "evicted_idle (idle between requests), refused (every connection busy)",
+            ["why"],
+            registry=self.registry,
+        )
+        for why in ("evicted_fresh", "evicted_idle", "refused"):
+            self.connections_closed.labels(why)
         self.in_flight = Gauge(
             "trainyard_webhook_reviews_in_flight",
             "POST /mutate requests received (headers read) and not yet answered",

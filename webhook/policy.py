@@ -25,22 +25,31 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from trainyard.contract import images
 from trainyard.contract.errors import UserError, describe_fields
-from trainyard.contract.images import ImageRef, parse_image
-from trainyard.contract.k8s import DNS1123_LABEL, ENV_NAME
+from trainyard.contract.k8s import DNS1123_LABEL, ENV_NAME, is_qualified_name
 from trainyard.contract.names import ENGINE_ENV, TRANSPORTS
 from trainyard.contract.nccl import SOCKET_IFNAME, Finding, lint_env
+from trainyard.contract.networks import RESERVED_INTERFACES
 from trainyard.contract.quantity import QuantityError, parse_quantity
 
 API_VERSION = "trainyard.dev/v1alpha1"
 KIND = "FabricProfile"
 Transport = Literal[TRANSPORTS]  # type: ignore[valid-type]
 _IFNAME = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
-_RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+# why a policy set is refused (the reload metric's reasons)
+REFUSAL_REASONS = ("invalid", "truncated", "dropped_profile", "no_default")
 
 
 class PolicyError(UserError, ValueError):
-    """A policy file is wrong; the message names the file and the field."""
+    """A policy file is wrong; the message names the file and the field. ``reason`` says which
+    kind of wrong, for the reload metric."""
+
+    def __init__(self, message: str, reason: str = "invalid") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 def _quantity(value: object) -> Decimal:
@@ -72,8 +81,25 @@ def _matches(pattern: re.Pattern[str], what: str):
     return AfterValidator(check)
 
 
+def _qualified(what: str):
+    def check(value: str) -> str:
+        if not is_qualified_name(value):
+            raise ValueError(f"{value!r} is not a valid {what} (a Kubernetes qualified name: [prefix/]name)")
+        return value
+
+    return AfterValidator(check)
+
+
+def _interface(value: str) -> str:
+    if value in RESERVED_INTERFACES:
+        raise ValueError(f"{value!r} already exists in every pod ({', '.join(RESERVED_INTERFACES)}); pick another name")
+    return value
+
+
 Bytes = Annotated[int, BeforeValidator(_bytes)]
 Dns1123Label = Annotated[str, _matches(DNS1123_LABEL, "DNS-1123 label (lower case, digits, '-')")]
+ResourceName = Annotated[str, _qualified("resource name")]
+TopologyKey = Annotated[str, _qualified("label key")]
 
 
 class _Model(BaseModel):
@@ -85,7 +111,9 @@ class Network(_Model):
 
     name: Dns1123Label  # Multus accepts DNS-1123 labels only
     namespace: Dns1123Label | None = None
-    interface: Annotated[str, _matches(_IFNAME, "interface name (at most 15 characters)")] | None = None
+    interface: (
+        Annotated[str, _matches(_IFNAME, "interface name (at most 15 characters)"), AfterValidator(_interface)] | None
+    ) = None
 
 
 class EnvVar(_Model):
@@ -119,13 +147,13 @@ class ShmRule(_Model):
 
 
 class Colocate(_Model):
-    key: str = "topology.kubernetes.io/zone"
+    key: TopologyKey = "topology.kubernetes.io/zone"
     mode: Literal["preferred", "required"] = "preferred"
     weight: int = Field(100, ge=1, le=100)
 
 
 class Spread(_Model):
-    key: str = "kubernetes.io/hostname"
+    key: TopologyKey = "kubernetes.io/hostname"
     when_unsatisfiable: Literal["DoNotSchedule", "ScheduleAnyway"] = "ScheduleAnyway"
 
 
@@ -135,11 +163,23 @@ class Topology(_Model):
 
 
 class Toleration(_Model):
-    key: str | None = None
+    """As core/v1 validation.go validateTolerations has it."""
+
+    key: Annotated[str, _qualified("toleration key")] | None = None
     operator: Literal["Exists", "Equal"] = "Exists"
     value: str | None = None
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
     toleration_seconds: int | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Toleration:
+        if not self.key and self.operator != "Exists":
+            raise ValueError("a toleration without a key must use operator Exists")
+        if self.operator == "Exists" and self.value:
+            raise ValueError("value must be empty when operator is Exists")
+        if self.toleration_seconds is not None and self.effect != "NoExecute":
+            raise ValueError("tolerationSeconds needs effect NoExecute")
+        return self
 
     def as_k8s(self) -> dict:
         return self.model_dump(by_alias=True, exclude_none=True)
@@ -151,11 +191,8 @@ class Spec(_Model):
     transport: Transport
     networks: list[Network] = Field(min_length=1)
     env: list[EnvVar] = []
-    gpu_resource: str = "nvidia.com/gpu"
-    rdma_resources: dict[
-        Annotated[str, _matches(_RESOURCE_NAME, "resource name")],
-        Annotated[str, BeforeValidator(_quantity_text)],
-    ] = {}
+    gpu_resource: ResourceName = "nvidia.com/gpu"
+    rdma_resources: dict[ResourceName, Annotated[str, BeforeValidator(_quantity_text)]] = {}
     capabilities: list[Annotated[str, _matches(re.compile(r"^[A-Z_]+$"), "capability (e.g. IPC_LOCK)")]] = []
     shm: ShmRule
     topology: Topology = Topology()
@@ -200,7 +237,7 @@ class CompiledProfile:
     """A profile with the lookups the engine needs precomputed (hot path stays cheap)."""
 
     profile: FabricProfile
-    trainer_images: frozenset[tuple[str, str]]  # (domain, path) of each trainer repository
+    trainer_images: frozenset[str]  # each trainer repository, normalised (images.identity)
     warnings: tuple[Finding, ...] = ()
     # (name, value, enforced) in the profile's order; value None: the fabric interface's name
     env_plan: tuple[tuple[str, str | None, bool], ...] = field(default=())
@@ -215,18 +252,18 @@ class CompiledProfile:
         return self.profile.spec
 
     def is_trainer_image(self, image: object) -> bool:
-        ref = parse_image(image) if isinstance(image, str) else None
-        return ref is not None and (ref.domain, ref.path) in self.trainer_images
+        """By the one identity rule (images.identity), as base/webhook's CEL decides it too."""
+        return images.identity(image) in self.trainer_images
 
 
 def compile_profile(profile: FabricProfile) -> CompiledProfile:
     spec = profile.spec
-    repos: set[tuple[str, str]] = set()
-    for image in spec.trainer_images:
-        ref: ImageRef | None = parse_image(image)
-        if ref is None or ref.tag or ref.digest:
-            raise ValueError(f"trainerImages: {image!r} must be a repository without tag or digest")
-        repos.add((ref.domain, ref.path))
+    repos: set[str] = set()
+    for i, image in enumerate(spec.trainer_images):
+        try:
+            repos.add(images.repository(image))
+        except images.RepositoryError as exc:
+            raise ValueError(f"trainerImages[{i}]: {exc}") from None
     return CompiledProfile(
         profile=profile,
         trainer_images=frozenset(repos),
@@ -276,8 +313,9 @@ def load_policies(directory: str | Path) -> PolicySet:
     """Load every ``*.yaml``/``*.yml`` FabricProfile in ``directory`` (not recursive).
 
     Files whose kind is not FabricProfile (a kustomization.yaml, say) are skipped. A directory
-    with no profile, a YAML error, an invalid profile or two profiles of the same name is a
-    PolicyError naming the file.
+    with no profile, an empty file, a file that does not end with a line break (cut short while
+    being written: it may still parse, e.g. a toleration key ``nvidia.com/g``), a YAML error, an
+    invalid profile or two profiles of the same name is a PolicyError naming the file.
     """
     root = Path(directory)
     if not root.is_dir():
@@ -287,7 +325,16 @@ def load_policies(directory: str | Path) -> PolicySet:
     files = sorted(p for p in root.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
     for path in files:
         try:
-            docs = list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
+            text = path.read_text(encoding="utf-8")
+            if not text.strip():
+                raise PolicyError(f"{path}: the file is empty; remove it, or write the profile into it", "truncated")
+            if not text.endswith("\n"):
+                raise PolicyError(
+                    f"{path}: does not end with a line break, so it was probably cut short while being written; "
+                    "a complete file ends with one",
+                    "truncated",
+                )
+            docs = list(yaml.safe_load_all(text))
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             at = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
@@ -309,3 +356,27 @@ def load_policies(directory: str | Path) -> PolicySet:
     if not profiles:
         raise PolicyError(f"{root}: no FabricProfile documents found (expected {root}/<fabric>.yaml)")
     return PolicySet(profiles=profiles, source=str(root))
+
+
+def reload_problems(previous: PolicySet, new: PolicySet, default: str) -> list[tuple[str, str]]:
+    """Why ``new`` must not replace ``previous`` while serving (reason, message); empty if it may.
+
+    A set may change profiles but not lose one: a profile that disappears between two reloads is
+    far more often a file emptied, cut short or misspelt than a decision, and every pod that names
+    it would then be denied. Removing a profile takes a new webhook Deployment (a new policy
+    ConfigMap rolls it), which starts from the files as they are. The default profile must stay.
+    """
+    out = []
+    dropped = sorted(set(previous.profiles) - set(new.profiles))
+    if dropped:
+        out.append(
+            (
+                "dropped_profile",
+                f"{new.source}: profile{'s' if len(dropped) > 1 else ''} {', '.join(dropped)} would disappear "
+                f"(the set now holds {', '.join(new.names)}); a running webhook never drops a profile: "
+                "restore the file, or roll out the webhook to remove it",
+            )
+        )
+    if new.get(default) is None:
+        out.append(("no_default", f"{new.source}: the default profile {default!r} is not defined"))
+    return out

@@ -20,6 +20,13 @@ from webhook.policy import PolicySet
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
+# A 3 MiB body of tiny JSON values ("[[],[],...]") parses into about 95 MiB of Python objects;
+# counted before parsing (one pass over the bytes per character), a body with more values than
+# this is refused. A pod's AdmissionReview holds a few hundred; commas inside strings count too.
+MAX_JSON_VALUES = 100_000
+# The patch of one pod, serialised: above it the pod is denied (engine.MAX_CONTAINERS keeps a pod
+# of trainers well under it; kube-apiserver copies at most 3 MiB per patch, JSONPatchMaxCopyBytes).
+MAX_PATCH_BYTES = 1024 * 1024
 MAX_WARNING = 120  # Kubernetes asks webhooks to keep each warning within 120 characters
 WARNING_PREFIX = "trainyard: "
 # Never mutated, whatever the webhook configuration says: the cluster's own pods.
@@ -92,7 +99,11 @@ def admission_review(
 
 
 def parse_review(body: bytes) -> dict:
-    """Parse and check the envelope; return ``request``. Raise BadReview saying what is wrong."""
+    """Parse and check the envelope; return ``request``. Raise BadReview saying what is wrong.
+    orjson refuses documents nested deeper than 1024 levels (since 3.9.15, CVE-2024-27454)."""
+    values = body.count(b",") + body.count(b"{") + body.count(b"[")
+    if values > MAX_JSON_VALUES:
+        raise BadReview(f"body holds about {values:,} JSON values, more than the {MAX_JSON_VALUES:,} a review may")
     try:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -142,10 +153,11 @@ def review_request(request: dict, policies: PolicySet, default: str, record: Rec
     except MutationError as exc:
         record.outcome, record.reason = "denied", str(exc)
         return _answer(uid, False, status={"code": 400, "message": f"trainyard: {exc}"})
-    except Exception:  # a bug must not block pod creation: fail open, loudly
+    except Exception:  # a bug: never admit a pod without its fabric, say so, log the traceback
         log.exception("engine failed on pod %s/%s (uid %s)", record.namespace, record.pod, uid)
         record.outcome, record.reason = "error", "internal error"
-        return _answer(uid, True, warnings=[_warning("internal error, pod admitted without fabric settings")])
+        message = f"trainyard: internal error giving the pod its fabric (review {uid}); not admitted"
+        return _answer(uid, False, status={"code": 500, "message": message})
     if decision.profile is not None:
         record.profile = decision.profile.name
     if decision.action == "deny":
@@ -162,9 +174,16 @@ def review_request(request: dict, policies: PolicySet, default: str, record: Rec
     if record.warnings:
         extra["warnings"] = record.warnings
     if mutation.ops:
+        patch = orjson.dumps(mutation.ops)
+        if len(patch) > MAX_PATCH_BYTES:
+            reason = (
+                f"the fabric patch for this pod would be {len(patch):,} bytes, over the {MAX_PATCH_BYTES:,} allowed"
+            )
+            record.outcome, record.reason, record.ops = "denied", reason, 0
+            return _answer(uid, False, status={"code": 400, "message": f"trainyard: {reason}"})
         record.outcome = "patched"
         extra["patchType"] = "JSONPatch"
-        extra["patch"] = base64.b64encode(orjson.dumps(mutation.ops)).decode()
+        extra["patch"] = base64.b64encode(patch).decode()
     else:
         record.outcome = "unchanged"
     return _answer(uid, True, **extra)

@@ -1,9 +1,16 @@
 """``trainyard serve``: the webhook over TLS, reloading certificates and policies in place.
 
+- Connections: capped, with a TLS handshake deadline and header caps (webhook.http_guard); the
+  probes and metrics have a listener of their own (webhook.probes).
 - Certificates: cert-manager rotates the Secret; the kubelet swaps the mounted files. The
-  reloader notices and the next TLS handshake uses the new pair (see webhook.tls).
+  reloader notices and the next TLS handshake uses the new pair, if it is valid now and names the
+  Service (webhook.tls); otherwise the refusal is logged, counted and shown by /readyz, and the
+  previous pair keeps serving.
 - Policies: a ConfigMap mount swaps a symlink when the ConfigMap changes. The reloader loads
-  the new set; a bad set is logged and counted, and the last good one keeps serving.
+  the new set once the files have stopped changing, and takes it only if it means something: it
+  parses and validates (webhook.policy), keeps the default profile and every profile the serving
+  set has (policy.reload_problems). A refused set is logged, counted and shown by /readyz, and
+  the last good one keeps serving.
 - SIGTERM: uvicorn stops accepting, finishes the requests in flight, then exits (a rolling
   update loses no review); readiness turns false first.
 """
@@ -14,15 +21,19 @@ import logging
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
 import orjson
 import uvicorn
 
 from trainyard.contract.errors import UserError
+from webhook import memory, policy, tls
 from webhook.app import State, create_app
-from webhook.http_guard import GuardedHttpToolsProtocol
-from webhook.policy import PolicyError, PolicySet, load_policies
+from webhook.defaults import SERVICE_DNS_NAME, Limits
+from webhook.http_guard import ConnectionGate, TlsGateProtocol
+from webhook.policy import PolicyError, PolicySet, load_policies, reload_problems
+from webhook.probes import ProbeServer
 from webhook.reviewlog import LOGGER, ReviewLog
 from webhook.tls import CertStore
 
@@ -84,13 +95,15 @@ def load_checked(directory: Path, default: str) -> PolicySet:
 
 
 class Reloader(threading.Thread):
-    """Polls the TLS files and the policy directory; swaps what changed into ``state``."""
+    """Polls the TLS files and the policy directory; swaps what changed into ``state``, or refuses
+    it (logged, counted by what and why, listed by /readyz) and keeps what serves."""
 
     def __init__(self, state: State, policies_dir: Path, interval: float) -> None:
         super().__init__(name="trainyard-reloader", daemon=True)
         self.state, self.dir, self.interval = state, policies_dir, interval
         self.stopped = threading.Event()
         self.signature = policy_signature(policies_dir)
+        self.seen = self.signature  # the directory as last polled: a set is loaded once it holds still
 
     def run(self) -> None:
         while not self.stopped.wait(self.interval):
@@ -100,39 +113,93 @@ class Reloader(threading.Thread):
                 log.exception("reload check failed")
 
     def tick(self) -> None:
+        self.check_certificates()
+        self.check_policies()
+
+    def refuse(self, what: str, reason: str, message: str) -> None:
         metrics = self.state.metrics
+        metrics.refusals.labels(what, reason).inc()
+        metrics.refused.labels(what).set(1)
+        self.state.refused[what] = message
+        log.error("%s refused (%s), keeping the ones serving: %s", what, reason, message)
+
+    def accept(self, what: str) -> None:
+        self.state.metrics.refused.labels(what).set(0)
+        self.state.refused.pop(what, None)
+
+    def check_certificates(self) -> None:
         certs = self.state.certs
-        if certs is not None:
-            result = certs.reload_if_changed()
-            if result is True:
-                metrics.cert_reloads.labels("success").inc()
-                log.info("TLS certificate reloaded from %s", certs.cert)
-            elif result is False:
-                metrics.cert_reloads.labels("failure").inc()
-                log.error("TLS certificate changed but cannot be loaded; still serving the previous one")
+        if certs is None:
+            return
+        result = certs.reload_if_changed()
+        if result is None:
+            return
+        if result.loaded:
+            self.state.metrics.cert_reloads.labels("success").inc()
+            self.accept("certificate")
+            log.info("TLS certificate reloaded from %s (%s)", certs.cert, certs.serving.subject)
+        else:
+            self.state.metrics.cert_reloads.labels("failure").inc()
+            self.refuse("certificate", result.reason, result.message)
+
+    def check_policies(self) -> None:
         signature = policy_signature(self.dir)
+        if signature != self.seen:  # still changing (a writer at work): look again next tick
+            self.seen = signature
+            return
         if signature == self.signature:
             return
         self.signature = signature
+        metrics = self.state.metrics
         try:
-            policies = load_checked(self.dir, self.state.default)
+            policies = load_policies(self.dir)
         except PolicyError as exc:
             metrics.policy_reloads.labels("failure").inc()
-            log.error("policy reload failed, keeping the last good set: %s", exc)
+            self.refuse("policies", exc.reason, str(exc))
             return
+        problems = reload_problems(self.state.policies, policies, self.state.default) if self.state.policies else []
+        if problems:
+            metrics.policy_reloads.labels("failure").inc()
+            for reason, message in problems:
+                self.refuse("policies", reason, message)
+            return
+        for warning in policies.warnings:
+            log.warning("policy lint: %s", warning)
         self.state.policies = policies
         metrics.policy_reloads.labels("success").inc()
         metrics.profiles.set(len(policies.profiles))
+        self.accept("policies")
         log.info("policies reloaded: %s", ", ".join(policies.names))
 
 
-def build(policies_dir: str | Path, profile: str, tls_dir: str | Path) -> State:
+def build(
+    policies_dir: str | Path, profile: str, tls_dir: str | Path, server_name: str | None = SERVICE_DNS_NAME
+) -> State:
     """Load everything ``serve`` needs, or raise UserError saying what is wrong."""
     directory = Path(policies_dir)
     policies = load_checked(directory, profile)
-    state = State(policies=policies, default=profile, certs=CertStore(tls_dir))
+    state = State(policies=policies, default=profile, certs=CertStore(tls_dir, server_name))
     state.metrics.profiles.set(len(policies.profiles))
+    for what, reasons in (("policies", policy.REFUSAL_REASONS), ("certificate", tls.REFUSAL_REASONS)):
+        for reason in reasons:
+            state.metrics.refusals.labels(what, reason)  # exported as 0 from the start
     return state
+
+
+class WebhookServer(uvicorn.Server):
+    """uvicorn's server, ticking the state's heartbeat (webhook.probes) and giving memory back
+    after connection floods (webhook.memory) from its own 0.1 s tick."""
+
+    def __init__(self, config: uvicorn.Config, state: State | None, gate: ConnectionGate) -> None:
+        super().__init__(config)
+        self.state, self.gate = state, gate
+        self.trimmer = memory.Trimmer()
+
+    async def on_tick(self, counter: int) -> bool:
+        if self.state is not None:
+            self.state.heartbeat = time.monotonic()
+        self.trimmer.tick(len(self.gate))
+        return await super().on_tick(counter)
 
 
 def uvicorn_server(
@@ -140,11 +207,21 @@ def uvicorn_server(
     certs: CertStore,
     host: str,
     port: int,
-    request_timeout: float = 10.0,
+    limits: Limits | None = None,
     drain_seconds: float = 20.0,
-) -> uvicorn.Server:
+    state: State | None = None,
+) -> WebhookServer:
     """The HTTP server both the webhook and the benchmark's floor server run on: uvicorn with
-    uvloop and httptools, our TLS context (rotation), and a deadline for request headers."""
+    uvloop and httptools behind the connection gate, TLS from ``certs`` (rotation), and the
+    deadlines and caps of ``limits``."""
+    limits = limits or Limits()
+    metrics = state.metrics if state is not None else None
+    gate = ConnectionGate(
+        limits.max_connections, (lambda why: metrics.connections_closed.labels(why).inc()) if metrics else None
+    )
+    if metrics is not None:
+        metrics.connections.set_function(lambda: len(gate))
+    accepting = (lambda: not state.draining) if state is not None else (lambda: True)
     config = uvicorn.Config(
         app,
         host=host,
@@ -153,12 +230,13 @@ def uvicorn_server(
         access_log=False,
         lifespan="off",
         loop="uvloop",
-        http=GuardedHttpToolsProtocol.with_timeout(request_timeout),
-        ssl_context_factory=lambda _config, _default: certs.server_context,
+        http=TlsGateProtocol.bind(gate, limits, lambda: certs.current, accepting),
+        ws="none",
         timeout_keep_alive=30,  # kube-apiserver reuses connections; don't make it re-handshake
         timeout_graceful_shutdown=drain_seconds,
     )
-    return uvicorn.Server(config)
+    logging.getLogger("uvicorn.error").setLevel(logging.WARNING)  # it would announce http://: TLS is ours
+    return WebhookServer(config, state, gate)
 
 
 def serve(
@@ -171,13 +249,24 @@ def serve(
     log_level: str = "info",
     request_timeout: float = 10.0,
     drain_seconds: float = 20.0,
+    server_name: str | None = SERVICE_DNS_NAME,
+    probe_port: int | None = None,
+    limits: Limits | None = None,
 ) -> None:
     configure_logging(log_level)
-    state = build(policies_dir, profile, tls_dir)
+    memory.configure()
+    state = build(policies_dir, profile, tls_dir, server_name)
     assert state.certs is not None
     if logging.getLogger(LOGGER).isEnabledFor(logging.INFO):
         state.review_log = ReviewLog()
-    server = uvicorn_server(create_app(state, request_timeout), state.certs, host, port, request_timeout, drain_seconds)
+    limits = limits or Limits(header_timeout=request_timeout)
+    server = uvicorn_server(create_app(state, request_timeout), state.certs, host, port, limits, drain_seconds, state)
+    probes = None
+    if probe_port is not None:
+        try:
+            probes = ProbeServer(host, probe_port, state, stall_after=max(10.0, 2 * request_timeout)).start()
+        except OSError as exc:
+            raise UserError(f"could not listen on {host}:{probe_port} for probes: {exc}") from None
     reloader = Reloader(state, Path(policies_dir), reload_interval)
     reloader.start()
 
@@ -193,16 +282,20 @@ def serve(
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: None)
     log.info(
-        "serving on https://%s:%d, default profile %s, profiles %s",
+        "serving on https://%s:%d%s, default profile %s, profiles %s, at most %d connections",
         host,
         port,
+        f" (probes and metrics on http://{host}:{probe_port})" if probe_port is not None else "",
         profile,
         ", ".join(state.policies.names if state.policies else []),
+        limits.max_connections,
     )
     try:
         server.run()
     finally:
         reloader.stopped.set()
+        if probes is not None:
+            probes.stop()
         if state.review_log is not None:
             state.review_log.close()
     if not server.started:

@@ -1,50 +1,142 @@
-"""TLS for the webhook server, with certificate rotation and no restart.
+"""TLS for the webhook server: certificates checked for meaning, rotated without a restart.
 
-The listening socket keeps one SSLContext for its lifetime; its SNI callback (which OpenSSL
-runs on every ClientHello, with or without a server name) hands each new connection the most
-recently loaded context. A rotation builds a complete new context first and swaps it in only
-when the certificate and key load and match, so a half-written pair never serves.
+Every new connection's handshake takes the most recently loaded context (webhook.http_guard runs
+the handshake itself), so a rotation reaches new connections at once. A pair is loaded only when
+it would serve kube-apiserver: it loads and the key matches the certificate (OpenSSL checks it in
+``load_cert_chain``), the certificate is valid now (not expired, not yet to come), and it names
+the Service the webhook is called through (a DNS subject alternative name, RFC 6125 wildcards in
+the left-most label accepted; an IP address name when an address is expected). Otherwise it is
+refused, with a reason, and the previous pair keeps serving; a pair refused as not yet valid is
+tried again until its time comes. :meth:`CertStore.serving_problem` says when the pair being
+served has itself stopped being valid.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import ipaddress
 import ssl
+from dataclasses import dataclass
 from pathlib import Path
 
+from cryptography import x509
+
 from trainyard.contract.errors import UserError
+from webhook.defaults import SERVICE_DNS_NAME
 
 CERT_FILE = "tls.crt"
 KEY_FILE = "tls.key"
+CLOCK_SKEW = dt.timedelta(minutes=1)  # a pair issued "now" by a clock a little ahead still loads
 
 
-def _context(cert: Path, key: Path) -> ssl.SSLContext:
+# why a certificate/key pair is refused (the reload metric's reasons)
+REFUSAL_REASONS = ("unreadable", "key_mismatch", "expired", "not_yet_valid", "wrong_name")
+
+
+class CertificateRefused(UserError):
+    """A certificate/key pair that must not serve; ``reason`` is a metric label."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Loaded:
+    context: ssl.SSLContext
+    not_before: dt.datetime
+    not_after: dt.datetime
+    subject: str
+
+
+def _names(cert: x509.Certificate) -> tuple[list[str], list[str]]:
+    try:
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return [], []
+    return san.get_values_for_type(x509.DNSName), [str(a) for a in san.get_values_for_type(x509.IPAddress)]
+
+
+def _dns_matches(pattern: str, name: str) -> bool:
+    pattern, name = pattern.lower().rstrip("."), name.lower().rstrip(".")
+    if pattern.startswith("*."):
+        head, _, rest = name.partition(".")
+        return bool(head) and rest == pattern[2:]
+    return pattern == name
+
+
+def names_server(cert: x509.Certificate, server_name: str) -> bool:
+    dns, ips = _names(cert)
+    try:
+        address = ipaddress.ip_address(server_name)
+    except ValueError:
+        return any(_dns_matches(d, server_name) for d in dns)
+    return any(ipaddress.ip_address(ip) == address for ip in ips)
+
+
+def load_pair(cert: Path, key: Path, server_name: str | None, now: dt.datetime | None = None) -> Loaded:
+    """The pair as a server context, or CertificateRefused saying why it must not serve."""
+    now = now or dt.datetime.now(dt.UTC)
+    try:
+        pem = cert.read_bytes()
+        leaf = x509.load_pem_x509_certificates(pem)[0]
+    except (OSError, ValueError) as exc:
+        raise CertificateRefused(f"{cert}: cannot read a PEM certificate: {exc}", "unreadable") from None
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    ctx.load_cert_chain(cert, key)
-    return ctx
+    try:
+        ctx.load_cert_chain(cert, key)
+    except ssl.SSLError as exc:
+        if "KEY_VALUES_MISMATCH" in str(exc) or "key values mismatch" in str(exc):
+            raise CertificateRefused(f"{key} is not the key of {cert}", "key_mismatch") from None
+        raise CertificateRefused(f"{cert}, {key}: cannot load: {exc}", "unreadable") from None
+    except OSError as exc:
+        raise CertificateRefused(f"{cert}, {key}: cannot load: {exc}", "unreadable") from None
+    before, after = leaf.not_valid_before_utc, leaf.not_valid_after_utc
+    if now + CLOCK_SKEW < before:
+        raise CertificateRefused(
+            f"{cert}: not valid before {before.isoformat()} (now {now:%Y-%m-%dT%H:%M:%SZ})", "not_yet_valid"
+        )
+    if now >= after:
+        raise CertificateRefused(f"{cert}: expired at {after.isoformat()}", "expired")
+    if server_name and not names_server(leaf, server_name):
+        dns, ips = _names(leaf)
+        raise CertificateRefused(
+            f"{cert}: does not name {server_name} (its names: {', '.join(dns + ips) or 'none'}); "
+            "kube-apiserver would refuse it",
+            "wrong_name",
+        )
+    return Loaded(ctx, before, after, leaf.subject.rfc4514_string())
+
+
+@dataclass(frozen=True)
+class Reload:
+    """A change to the certificate files: loaded, or refused (``reason``, ``message``)."""
+
+    loaded: bool
+    reason: str = ""
+    message: str = ""
 
 
 class CertStore:
-    def __init__(self, tls_dir: str | Path) -> None:
+    def __init__(self, tls_dir: str | Path, server_name: str | None = SERVICE_DNS_NAME) -> None:
         root = Path(tls_dir)
         self.cert, self.key = root / CERT_FILE, root / KEY_FILE
+        self.server_name = server_name
         missing = [p.name for p in (self.cert, self.key) if not p.is_file()]
         if missing:
             raise UserError(
                 f"{root}: missing {' and '.join(missing)} (a kubernetes.io/tls Secret mount, "
                 "or run 'trainyard certs --out DIR')"
             )
-        try:
-            self.current = _context(self.cert, self.key)
-            self.server_context = _context(self.cert, self.key)
-        except (ssl.SSLError, OSError) as exc:
-            raise UserError(f"{root}: cannot load {CERT_FILE}/{KEY_FILE}: {exc}") from None
-        self.server_context.sni_callback = self._select
+        self.serving = load_pair(self.cert, self.key, server_name)
         self.signature = self.stat()
-        self._failed: tuple | None = None
+        self._refused: tuple[tuple, str] | None = None
 
-    def _select(self, sslobj: ssl.SSLObject, server_name: str | None, _: ssl.SSLContext) -> None:
-        sslobj.context = self.current
+    @property
+    def current(self) -> ssl.SSLContext:
+        """The context for the next handshake."""
+        return self.serving.context
 
     def stat(self) -> tuple:
         """What changes when either file changes (stat follows the Secret mount's symlinks)."""
@@ -57,15 +149,28 @@ class CertStore:
                 out.append(None)
         return tuple(out)
 
-    def reload_if_changed(self) -> bool | None:
-        """None: unchanged; True: reloaded; False: changed but unloadable (old one kept)."""
+    def reload_if_changed(self) -> Reload | None:
+        """None: nothing new to report; else the pair on disk was loaded or refused (a refusal is
+        reported once per change of the files; a not-yet-valid pair is retried quietly)."""
         signature = self.stat()
-        if signature in (self.signature, self._failed):
+        if signature == self.signature:
+            return None
+        retry = self._refused is not None and self._refused[0] == signature
+        if retry and self._refused[1] != "not_yet_valid":  # type: ignore[index]
             return None
         try:
-            ctx = _context(self.cert, self.key)
-        except (ssl.SSLError, OSError):
-            self._failed = signature  # counted once; retried when the files change again
-            return False
-        self.current, self.signature = ctx, signature
-        return True
+            loaded = load_pair(self.cert, self.key, self.server_name)
+        except CertificateRefused as exc:
+            self._refused = (signature, exc.reason)
+            return None if retry else Reload(False, exc.reason, str(exc))
+        self.serving, self.signature, self._refused = loaded, signature, None
+        return Reload(True)
+
+    def serving_problem(self, now: dt.datetime | None = None) -> str | None:
+        """Why the pair being served no longer serves (expired, or not yet valid), or None."""
+        now = now or dt.datetime.now(dt.UTC)
+        if now >= self.serving.not_after:
+            return f"the serving certificate expired at {self.serving.not_after.isoformat()}"
+        if now + CLOCK_SKEW < self.serving.not_before:
+            return f"the serving certificate is not valid before {self.serving.not_before.isoformat()}"
+        return None

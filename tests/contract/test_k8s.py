@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from trainyard.contract.k8s import expand, is_dns1035_label, is_dns1123_label, is_dns1123_subdomain
+from trainyard.contract.k8s import expand, is_dns1035_label, is_dns1123_label, is_dns1123_subdomain, is_qualified_name
 
 ENV = {"MASTER_ADDR": "job-master-0", "PORT": "23456", "EMPTY": ""}
 
@@ -62,3 +62,25 @@ def test_name_patterns(value, label, subdomain, dns1035):
 
 def test_name_patterns_refuse_other_types():
     assert not is_dns1123_label(None) and not is_dns1123_subdomain(5) and not is_dns1035_label(["a"])
+
+
+@pytest.mark.parametrize(
+    ("name", "ok"),
+    [
+        ("nvidia.com/gpu", True),
+        ("memory", True),
+        ("rdma/rdma_shared_device_a", True),
+        ("kubernetes.io/hostname", True),
+        ("a" * 63, True),
+        ("a" * 64, False),
+        ("nvidia.com/", False),
+        ("/gpu", False),
+        ("Nvidia.com/gpu", False),  # the prefix is a DNS subdomain: lower case
+        ("nvidia.com/-gpu", False),
+        ("a/b/c", False),
+        ("", False),
+        (None, False),
+    ],
+)
+def test_qualified_names(name, ok):
+    assert is_qualified_name(name) is ok

@@ -104,7 +104,7 @@ def test_demo_end_to_end(tmp_path):
     assert s["last_loss"] < s["first_loss"]
     assert "resumed from committed step" in r.stdout
     n = s["resumed_from"]  # the report names the same step twice: what was committed, what resumed
-    assert f"fault: killed smoke-ddp-worker-0 after step {n} was committed; resumed from committed step {n}" in r.stdout
+    assert f"fault: killed {killed['pod']} after step {n} was committed; resumed from committed step {n}" in r.stdout
     assert "collective traffic: net1 carried" in r.stdout or not s["isolated"]
     assert leftovers(s["cluster_id"], workdir) == []
 
@@ -186,13 +186,14 @@ def test_a_failed_run_cleans_up(tmp_path):
 def test_without_network_namespaces_the_demo_says_so_and_still_trains(tmp_path):
     summary_file = tmp_path / "summary.json"
     work = str(tmp_path / "work")
+    # the fault needs a commit in [max/2, max) seen before the last: 3 such commits, 10 steps apart
     r = demo(
-        "--no-netns", "--max-steps", "30", "--checkpoint-every", "10", "--workdir", work, "--summary", str(summary_file)
+        "--no-netns", "--max-steps", "60", "--checkpoint-every", "10", "--workdir", work, "--summary", str(summary_file)
     )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "LOCAL PROCESSES on 127.0.0.1, not isolated (asked not to isolate)" in r.stdout
     s = json.loads(summary_file.read_text())
-    assert not s["isolated"] and s["done_step"] == 30 and s["resumed_from"] == s["killed"]["last_committed"]
+    assert not s["isolated"] and s["done_step"] == 60 and s["resumed_from"] == s["killed"]["last_committed"]
     assert "no per-pod interfaces or counters" in r.stdout
 
 

@@ -214,39 +214,37 @@ def test_policy_parameters_agree_with_policies(repo_copy):
 
 
 def test_webhook_match_conditions_must_pass_the_trainer_image(repo_copy):
+    edit(repo_copy, "base/webhook/mutating-webhook.yaml", "/ml/trainer)", "/ml/trainr)")
+    errors = _validate(repo_copy)
+    _assert_one(errors, "base/webhook/mutating-webhook.yaml", "matchConditions do not pass")
+    _assert_one(errors, "base/webhook/mutating-webhook.yaml", "[runs-a-trainer-image]: differs from the rule")
+
+
+def test_an_opt_out_spelt_otherwise_than_the_engine_reads_it(repo_copy):
+    # the policy would honour "False" too, where the engine (names.asks_opt_out) reads only "false"
     edit(
         repo_copy,
-        "base/webhook/mutating-webhook.yaml",
-        "c.image.startsWith('registry.example.com/ml/trainer:') ||",
-        "c.image.startsWith('registry.example.com/ml/trainr:') ||",
+        "base/webhook/validating-admission-policy.yaml",
+        "object.metadata.annotations['trainyard.dev/inject'] == 'false' &&",
+        "object.metadata.annotations['trainyard.dev/inject'] in ['false', 'False'] &&",
     )
-    _assert_one(_validate(repo_copy), "base/webhook/mutating-webhook.yaml", "matchConditions do not pass")
+    _assert_one(
+        _validate(repo_copy),
+        "base/webhook/validating-admission-policy.yaml",
+        "spec.matchConditions[not-opted-out]: differs from the rule",
+        "authorizer.group('trainyard.dev')",
+    )
 
 
 def test_admission_policy_that_would_not_catch_a_webhook_outage(repo_copy):
-    # a policy whose shm check always passes: the pods are admitted even without the webhook
+    # a policy whose checks always pass: the pods are admitted even without the webhook
     for old in (
-        "    - expression: variables.offered\n",
-        "    - expression: size(variables.withoutIfname) == 0\n",
+        '    - expression: "!variables.creating || variables.offered"\n',
+        '    - expression: "!variables.creating || !variables.offered || variables.attached"\n',
+        '    - expression: "!variables.creating || size(variables.withoutShm) == 0"\n',
+        '    - expression: "!variables.creating || size(variables.withoutIfname) == 0"\n',
     ):
-        edit(
-            repo_copy,
-            "base/webhook/validating-admission-policy.yaml",
-            old,
-            old.replace("expression: ", "expression: true || "),
-        )
-    edit(
-        repo_copy,
-        "base/webhook/validating-admission-policy.yaml",
-        "    - expression: size(variables.withoutShm) == 0\n",
-        "    - expression: 'true'\n",
-    )
-    edit(
-        repo_copy,
-        "base/webhook/validating-admission-policy.yaml",
-        "    - expression: >-\n        !variables.offered ||",
-        "    - expression: >-\n        true || !variables.offered ||",
-    )
+        edit(repo_copy, "base/webhook/validating-admission-policy.yaml", old, '    - expression: "true"\n')
     _assert_one(_validate(repo_copy), MNIST, "admits it even without the webhook")
 
 

@@ -7,9 +7,13 @@ import copy
 import pytest
 import yaml
 
+from tests.contract.image_cases import CASES, HUB_CASES
 from tests.webhook.conftest import POLICIES, TRAINER, apply, env_of, example, example_names, pod, trainer
+from trainyard.contract.images import parse_image
 from webhook.engine import MutationError, admit, mutate
-from webhook.policy import PolicySet, parse_profile
+from webhook.policy import PolicyError, PolicySet, parse_profile
+
+trainer_container = trainer
 
 GI = 2**30
 
@@ -57,7 +61,6 @@ def test_trainer_image_any_tag_or_digest(roce, image):
         "registry.example.com:5000/ml/trainer",
         "ml/trainer",
         "",
-        "not a reference",
     ],
 )
 def test_lookalike_images_are_not_the_trainer(roce, image):
@@ -81,26 +84,58 @@ def test_docker_hub_references_are_normalised(image):
     assert mutate(pod(trainer(image=image)), hub, "ml").ops
 
 
+@pytest.mark.parametrize(("image", "trainer"), CASES)
+def test_the_image_identity_table(roce, image, trainer):
+    assert roce.is_trainer_image(image) is trainer
+    decision = decide(pod(trainer_container(image=image)), roce)
+    assert decision.action == ("mutate" if trainer else "deny" if parse_image(image) is None else "skip")
+
+
+@pytest.mark.parametrize(("image", "trainer"), HUB_CASES)
+def test_the_image_identity_table_on_docker_hub(image, trainer):
+    assert profile_with(trainerImages=["trainer"]).is_trainer_image(image) is trainer
+
+
 def test_init_container_alone_does_not_make_a_trainer_pod(roce):
     p = pod({"name": "app", "image": "busybox"}, initContainers=[{"name": "init", "image": TRAINER}])
     assert decide(p, roce).action == "skip"
 
 
-def test_opt_out_and_mirror_pods_are_skipped(policies):
-    opted = pod(trainer(), annotations={"trainyard.dev/inject": "false"})
+def test_mirror_pods_are_skipped(policies):
     mirror = pod(trainer(), annotations={"kubernetes.io/config.mirror": "abc"})
-    assert admit(opted, policies, "roce", "ml").action == "skip"
     assert admit(mirror, policies, "roce", "ml").action == "skip"
-    # any other value of the annotation does not opt out
-    assert (
-        admit(pod(trainer(), annotations={"trainyard.dev/inject": "true"}), policies, "roce", "ml").action == "mutate"
-    )
+
+
+@pytest.mark.parametrize("value", ["false", "False", "fAlse", " false", "true", "", "no"])
+def test_the_engine_never_skips_a_pod_for_the_opt_out_annotation(policies, value):
+    # kube-apiserver skips the webhook for a user allowed to opt out; whoever reaches the engine was not
+    d = admit(pod(trainer(), annotations={"trainyard.dev/inject": value}), policies, "roce", "ml")
+    assert d.action == "mutate"
+    ignored = [w for w in d.mutation.warnings if "ignored" in w]
+    if value == "false":  # the one spelling that asks: the warning says it was not honoured, and why
+        assert ignored == [
+            'trainyard.dev/inject: "false" ignored: the requester may not skip fabrics.trainyard.dev (RBAC); '
+            "fabric given"
+        ]
+    else:
+        assert ignored == []
 
 
 def test_fabric_label_picks_the_profile(policies):
     d = admit(pod(trainer(), labels={"trainyard.dev/fabric": "tcp"}), policies, "roce", "ml")
     assert d.action == "mutate" and d.profile.name == "tcp"
     assert admit(pod(trainer()), policies, "roce", "ml").profile.name == "roce"
+
+
+def test_an_empty_fabric_label_means_the_default_profile(policies):
+    # the admission policy reads it the same way (trainyard/contract/cel.py fabric())
+    d = admit(pod(trainer(), labels={"trainyard.dev/fabric": ""}), policies, "roce", "ml")
+    assert d.action == "mutate" and d.profile.name == "roce"
+
+
+def test_a_fabric_label_that_is_not_a_string_is_denied(policies):
+    d = admit(pod(trainer(), labels={"trainyard.dev/fabric": 5}), policies, "roce", "ml")
+    assert d.action == "deny" and "metadata.labels[trainyard.dev/fabric] must be a string" in d.reason
 
 
 def test_unknown_profile_is_denied_listing_the_known_ones(policies):
@@ -112,6 +147,58 @@ def test_unknown_profile_is_denied_listing_the_known_ones(policies):
 def test_unknown_profile_on_a_non_trainer_pod_is_left_alone(policies):
     p = pod({"name": "web", "image": "nginx:1.27"}, labels={"trainyard.dev/fabric": "omnipath"})
     assert admit(p, policies, "roce", "ml").action == "skip"
+
+
+# --- pods the engine cannot read: denied, naming the field --------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda p: p["spec"]["containers"].append({"name": "x", "image": "A" + "a" * 26 + "!/x:1"}),
+         "spec.containers[1].image: 'Aaaaaaaaaaaaaaaaaaaaaaaaaaa!/x:1' is not an image reference"),
+        (lambda p: p["spec"]["containers"].append({"name": "x", "image": 7}),
+         "spec.containers[1].image: 7 is not an image reference"),
+        (lambda p: p["spec"]["containers"].append("x"), "spec.containers[1] must be a container"),
+        (lambda p: p["spec"].update(initContainers=[{"name": "x", "image": "A" + "a" * 26 + "!/x:1"}]),
+         "spec.initContainers[0].image: 'Aaaaaaaaaaaaaaaaaaaaaaaaaaa!/x:1' is not an image reference"),
+        (lambda p: p["spec"].update(initContainers={"a": 1}), "spec.initContainers must be a list"),
+        (lambda p: p["spec"].update(initContainers=[{"name": f"i{i}", "image": TRAINER} for i in range(257)]),
+         "spec.initContainers: 257 containers; the fabric webhook takes at most 256"),
+        (lambda p: p["spec"].update(containers={"a": 1}), "spec.containers must be a list"),
+        (lambda p: p["spec"].update(containers=[{"name": f"c{i}", "image": TRAINER} for i in range(257)]),
+         "spec.containers: 257 containers; the fabric webhook takes at most 256"),
+        (lambda p: p["spec"]["containers"][0].update(resources={"limits": {"memory": "1e999999"}}),
+         "spec.containers[0].resources.limits[memory]: '1e999999' is larger than Kubernetes allows"),
+        (lambda p: p["spec"]["containers"][0].update(resources={"requests": {"nvidia.com/gpu": "lots"}}),
+         "spec.containers[0].resources.requests[nvidia.com/gpu]: 'lots' is not a Kubernetes quantity"),
+        (lambda p: p["spec"]["containers"][0].update(resources={"limits": {"nvidia.com/gpu": "1e2147483648"}}),
+         "spec.containers[0].resources.limits[nvidia.com/gpu]: '1e2147483648': the exponent is outside"),
+        (lambda p: (p["spec"]["containers"][0].update(resources={"limits": {"nvidia.com/gpu": 1}}),
+                    p["spec"]["containers"][0].update(resources={"limits": {"nvidia.com/gpu": 1,
+                                                                             "rdma/rdma_shared_device_a": "x"}})),
+         "spec.containers[0].resources.limits[rdma/rdma_shared_device_a]: 'x' is not a Kubernetes quantity"),
+        (lambda p: (p["spec"]["containers"][0].update(volumeMounts=[{"name": "shm", "mountPath": "/dev/shm"}]),
+                    p["spec"].update(volumes=[{"name": "shm", "emptyDir": {"medium": "Memory",
+                                                                            "sizeLimit": "1e4400"}}])),
+         "spec.volumes[0].emptyDir.sizeLimit: '1e4400' is larger than Kubernetes allows"),
+    ],
+)  # fmt: skip
+def test_a_pod_the_engine_cannot_read_is_denied_naming_the_field(policies, change, message):
+    p = pod(trainer())
+    change(p)
+    try:
+        d = admit(p, policies, "roce", "ml")
+    except MutationError as exc:
+        reason = str(exc)
+    else:
+        assert d.action == "deny", d
+        reason = d.reason
+    assert message in reason
+
+
+def test_an_empty_image_is_kube_apiservers_to_refuse(roce):
+    assert decide(pod(trainer(), {"name": "x", "image": ""}), roce).action == "mutate"
 
 
 # --- networks ---------------------------------------------------------------------------------
@@ -161,7 +248,7 @@ def test_fabric_interface_avoids_a_name_another_attachment_requested(roce):
     out, warnings = run(pod(trainer(), annotations={"k8s.v1.cni.cncf.io/networks": "storage@net2"}), roce)
     assert annotation(out) == "storage@net2, roce-network@net1"
     assert env_of(out["spec"]["containers"][0])["NCCL_SOCKET_IFNAME"] == "net1"
-    assert any("collides" in w for w in warnings)
+    assert "attachment roce-network: interface net2 is also the interface of storage@net2" in warnings[0]
 
 
 def test_user_fabric_attachment_colliding_is_renamed(roce):
@@ -169,7 +256,51 @@ def test_user_fabric_attachment_colliding_is_renamed(roce):
     out, warnings = run(p, roce)
     assert annotation(out) == "roce-network@net1, storage@net2"
     assert env_of(out["spec"]["containers"][0])["NCCL_SOCKET_IFNAME"] == "net1"
-    assert "interface net2 of attachment roce-network collides with another attachment" in warnings[0]
+    assert warnings[0] == (
+        "attachment roce-network: interface net2 is also the interface of storage@net2; its interface is net1 instead"
+    )
+
+
+@pytest.mark.parametrize(
+    ("networks_value", "renamed", "interface"),
+    [
+        ("roce-network@eth0", "roce-network@net1", "net1"),
+        ("roce-network@lo", "roce-network@net1", "net1"),
+        ("a, roce-network@eth0", "a, roce-network@net2", "net2"),
+        ("a@net2, roce-network@eth0", "a@net2, roce-network@net1", "net1"),
+        ('[{"name": "roce-network", "interface": "eth0"}]', '[{"name":"roce-network","interface":"net1"}]', "net1"),
+        ('[{"name": "roce-network", "interfaceRequest": "lo"}]',
+         '[{"interfaceRequest":"lo","name":"roce-network","interface":"net1"}]', "net1"),
+    ],
+)  # fmt: skip
+def test_the_fabric_is_never_eth0_or_lo(roce, networks_value, renamed, interface):
+    out, warnings = run(pod(trainer(), annotations={"k8s.v1.cni.cncf.io/networks": networks_value}), roce)
+    assert annotation(out) == renamed
+    assert env_of(out["spec"]["containers"][0])["NCCL_SOCKET_IFNAME"] == interface
+    assert f"already exists in every pod; its interface is {interface} instead" in warnings[0]
+
+
+@pytest.mark.parametrize(
+    ("networks_value", "message"),
+    [
+        ("b@net2, c", "attachment b@net2: interface net2 is also the interface of c"),
+        ("storage@eth0", "attachment storage@eth0: interface eth0 already exists in every pod"),
+        ("a@lo", "attachment a@lo: interface lo already exists in every pod"),
+        ('[{"name": "a", "interface": "x"}, {"name": "b", "interface": "x"}]', "attachment a@x: interface x is"),
+    ],
+)
+def test_other_attachments_that_clash_are_denied_naming_them(policies, networks_value, message):
+    p = pod(trainer(), annotations={"k8s.v1.cni.cncf.io/networks": networks_value})
+    with pytest.raises(MutationError, match=r"k8s\.v1\.cni\.cncf\.io/networks") as exc:
+        admit(p, policies, "roce", "ml")
+    assert message in str(exc.value) and "Multus would fail the pod's network setup" in str(exc.value)
+
+
+def test_a_profile_attachment_may_not_name_eth0(roce):
+    doc = yaml.safe_load((POLICIES / "roce.yaml").read_text())
+    doc["spec"]["networks"][0]["interface"] = "eth0"
+    with pytest.raises(PolicyError, match="'eth0' already exists in every pod"):
+        parse_profile(doc, "test")
 
 
 def test_malformed_networks_annotation_is_an_error_naming_it(policies):

@@ -2,9 +2,9 @@
 
 For every pod: the patch applies (RFC 6902, jsonpatch), the result passes kubernetes-validate
 strict for 1.30, a second pass is empty, containers (and init containers) that are not trainers
-are unchanged, no
-duplicate env name, volume or mount path is introduced, and the fabric interface NCCL is told
-to use is the one Multus will give the fabric attachment.
+are unchanged, no duplicate env name, volume or mount path is introduced, the fabric interface
+NCCL is told to use is the one Multus will give the fabric attachment, and no two attachments get
+one interface (a pod whose own attachments clash is denied, naming them).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from tests.webhook.conftest import apply
 from tests.webhook.strategies import pods
 from trainyard.contract import networks
-from webhook.engine import admit
+from webhook.engine import MutationError, admit
 
 PROFILE_DEFAULT = "roce"
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -28,7 +28,13 @@ SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[Heal
 @given(pod=pods())
 def test_mutation_properties(policies, pod):
     original = copy.deepcopy(pod)
-    decision = admit(pod, policies, PROFILE_DEFAULT, "ml")
+    try:
+        decision = admit(pod, policies, PROFILE_DEFAULT, "ml")
+    except MutationError as exc:
+        assert pod == original, "the engine modified its input"
+        assert "Multus would fail the pod's network setup" in str(exc)
+        assert networks.parse(pod["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"]).clashes()
+        return
     assert pod == original, "the engine modified its input"
     if decision.action != "mutate":
         assert decision.action == "skip"
@@ -59,6 +65,7 @@ def test_mutation_properties(policies, pod):
 
     attached = networks.parse(out["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"])
     interfaces = attached.interfaces()
+    assert attached.clashes() == {}
     assert interfaces.count(mutation.interface) == 1
     fabric = interfaces.index(mutation.interface)
     assert attached.attachments[fabric].name == profile.spec.networks[0].name

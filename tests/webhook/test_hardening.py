@@ -4,6 +4,7 @@ clients, graceful shutdown. Every test runs the real server (or its real ASGI ap
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import signal
 import socket
 import ssl
@@ -20,7 +21,7 @@ from hypothesis import strategies as st
 
 from tests.webhook.conftest import POLICIES, apply, example, example_names
 from tests.webhook.load import run_load
-from tests.webhook.server_process import AtomicDir, Server, wait_for
+from tests.webhook.server_process import AtomicDir, Server, tls_pair, wait_for
 from tests.webhook.strategies import pods
 from trainyard.sandbox.webhook_process import rss_bytes
 from webhook.app import State, create_app
@@ -143,16 +144,22 @@ def test_soak_many_clients_no_error_and_stable_memory(live):
     assert growth < 16 * 2**20, f"RSS grew by {growth / 2**20:.1f} MiB over 40000 reviews ({rss_warm} -> {rss_after})"
 
 
-def test_rotation_and_policy_change_in_the_middle_of_load(live, tmp_path):
-    server, tls, policies, ca = live
-    before = server.peer_certificate()
+def load_in_background(server, total: int) -> tuple[threading.Thread, dict]:
+    """``total`` reviews from 2 processes x 16 connections, on a thread; ``result["r"]`` once joined."""
     result: dict = {}
     load = threading.Thread(
         target=lambda: result.update(
-            r=run_load(server.base, str(server.ca), corpus(), 12000, processes=2, concurrency=16)
+            r=run_load(server.base, str(server.ca), corpus(), total, processes=2, concurrency=16)
         )
     )
     load.start()
+    return load, result
+
+
+def test_rotation_and_policy_change_in_the_middle_of_load(live, tmp_path):
+    server, tls, policies, ca = live
+    before = server.peer_certificate()
+    load, result = load_in_background(server, 12000)
     with server.client() as c:
         wait_for(lambda: _reviews(c) > 1000, what="load to start")
         generate(tmp_path / "rotated", ca=ca)
@@ -171,6 +178,51 @@ def test_rotation_and_policy_change_in_the_middle_of_load(live, tmp_path):
     load.join()
     assert result["r"].errors == [] and result["r"].ok == 12000
     assert mid < 12000, "the rotation and the reload must happen while the load runs"
+
+
+def test_refused_reloads_under_load_fail_no_request(live, tmp_path):
+    """Policy sets and certificates that must not serve arrive while the server is under load:
+    each is refused (logged, counted, listed by /readyz), the last good ones keep serving, and no
+    request fails: no 5xx, no connection error."""
+    server, tls, policies, ca = live
+    good_policies = {p.name: p.read_bytes() for p in POLICIES.glob("*.yaml")}
+    bad_policies = [
+        {k: v for k, v in good_policies.items() if k != "ib.yaml"},  # a profile dropped
+        {**good_policies, "roce.yaml": good_policies["roce.yaml"][:-40]},  # cut short
+        {**good_policies, "tcp.yaml": b""},  # emptied
+    ]
+    now = dt.datetime.now(dt.UTC)
+    bad_pairs = [
+        tls_pair(ca, not_after=now - dt.timedelta(hours=1)),
+        tls_pair(ca, not_before=now + dt.timedelta(days=1)),
+        tls_pair(ca, dns=("elsewhere.example.com",), ips=()),
+    ]
+    before = server.peer_certificate()
+    load, result = load_in_background(server, 12000)
+    with server.client() as c:
+        wait_for(lambda: _reviews(c) > 500, what="load to start")
+        for i, (files, pair) in enumerate(zip(bad_policies, bad_pairs, strict=True)):
+            policies.write(files)
+            tls.write(pair)
+            wait_for(
+                lambda i=i: (
+                    _metric(c, 'trainyard_webhook_policy_reloads_total{result="failure"}') == i + 1
+                    and _metric(c, 'trainyard_webhook_certificate_reloads_total{result="failure"}') == i + 1
+                ),
+                timeout=30,
+                what=f"refusal {i + 1}",
+            )
+            ready = c.get("/readyz")
+            assert ready.status_code == 200 and set(ready.json()["refused"]) == {"policies", "certificate"}
+        mid = _reviews(c)
+    load.join()
+    assert result["r"].errors == [] and result["r"].ok == 12000
+    assert mid < 12000, "the refusals must happen while the load runs"
+    assert server.peer_certificate() == before
+    logs = server.logs()
+    for what, reason in [("policies", "dropped_profile"), ("policies", "truncated"), ("certificate", "expired"),
+                         ("certificate", "not_yet_valid"), ("certificate", "wrong_name")]:  # fmt: skip
+        assert f"{what} refused ({reason})" in logs
 
 
 def _metric(client, prefix: str) -> float:

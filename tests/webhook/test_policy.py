@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from tests.webhook.conftest import POLICIES
-from webhook.policy import PolicyError, load_policies
+from webhook.policy import PolicyError, PolicySet, load_policies, reload_problems
 
 GI = 2**30
 
@@ -151,3 +151,65 @@ def test_other_kinds_are_skipped_and_an_empty_dir_is_an_error(policy_dir, tmp_pa
         load_policies(empty)
     with pytest.raises(PolicyError, match="not a directory"):
         load_policies(empty / "missing")
+
+
+def test_trainer_images_are_normalised_by_the_identity_rule(policy_dir):
+    edit(policy_dir, "roce", lambda d: d["spec"].update(trainerImages=["REGISTRY.example.com:443/ml/trainer"]))
+    assert load_policies(policy_dir).get("roce").trainer_images == {"registry.example.com/ml/trainer"}
+
+
+def test_a_trainer_image_cel_cannot_match_is_refused(policy_dir):
+    edit(policy_dir, "roce", lambda d: d["spec"].update(trainerImages=["Registry/ml/trainer"]))
+    msg = fails(policy_dir)
+    assert "spec.trainerImages[0]: 'Registry/ml/trainer': registry 'registry' has no '.'" in msg
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d["spec"]["tolerations"][0].update(key="nvidia.com/"), "is not a valid toleration key"),
+        (lambda d: d["spec"]["tolerations"][0].update(key="Nvidia.com/gpu"), "is not a valid toleration key"),
+        (lambda d: d["spec"]["tolerations"][0].update(value="x"), "value must be empty when operator is Exists"),
+        (lambda d: d["spec"]["tolerations"].append({"operator": "Equal", "value": "a"}), "without a key must use"),
+        (lambda d: d["spec"]["tolerations"][0].update(tolerationSeconds=5), "tolerationSeconds needs effect NoExec"),
+        (lambda d: d["spec"].update(gpuResource="nvidia gpu"), "'nvidia gpu' is not a valid resource name"),
+        (lambda d: d["spec"]["rdmaResources"].update({"rdma/": "1"}), "'rdma/' is not a valid resource name"),
+        (lambda d: d["spec"]["topology"]["spread"].update(key="kubernetes.io/"), "is not a valid label key"),
+        (lambda d: d["spec"]["networks"][0].update(name="Roce"), "is not a valid DNS-1123 label"),
+        (lambda d: d["spec"]["networks"][0].update(interface="lo"), "'lo' already exists in every pod"),
+    ],
+)
+def test_kubernetes_names_in_a_profile_are_checked(policy_dir, change, message):
+    edit(policy_dir, "roce", change)
+    msg = fails(policy_dir)
+    assert "roce.yaml" in msg and message in msg
+
+
+def test_a_file_cut_short_is_refused_even_when_what_is_left_parses(policy_dir):
+    # written while being read: the toleration key lost its last letters, and the rest is gone
+    path = policy_dir / "roce.yaml"
+    text = path.read_text()
+    cut = text[: text.index("nvidia.com/gpu\n      operator") + len("nvidia.com/g")]
+    path.write_text(cut)
+    assert yaml.safe_load(cut)["spec"]["tolerations"] == [{"key": "nvidia.com/g"}]  # it does parse
+    msg = fails(policy_dir)
+    assert str(path) in msg and "does not end with a line break" in msg
+
+
+def test_an_emptied_file_is_refused(policy_dir):
+    (policy_dir / "ib.yaml").write_text("")
+    assert "ib.yaml: the file is empty" in fails(policy_dir)
+
+
+def test_a_reload_may_not_drop_a_profile_or_the_default(policy_dir):
+    previous = load_policies(policy_dir)
+    (policy_dir / "ib.yaml").unlink()
+    edit(policy_dir, "tcp", lambda d: d["metadata"].update(name="tpc"))  # misspelt
+    new = load_policies(policy_dir)
+    problems = dict(reload_problems(previous, new, "tcp"))
+    assert set(problems) == {"dropped_profile", "no_default"}
+    assert "profiles ib, tcp would disappear (the set now holds roce, tpc)" in problems["dropped_profile"]
+    assert "the default profile 'tcp' is not defined" in problems["no_default"]
+    assert reload_problems(previous, previous, "tcp") == []
+    only_roce = PolicySet({"roce": previous.get("roce")}, "before")
+    assert reload_problems(only_roce, previous, "roce") == []  # adding profiles is fine

@@ -10,6 +10,8 @@ import pytest
 from tests.webhook.conftest import apply, example, pod, trainer
 from webhook.review import MAX_WARNING, admission_review, review
 
+NETWORKS = "k8s.v1.cni.cncf.io/networks"
+
 
 def answer(policies, body: dict | bytes) -> tuple[int, dict]:
     raw = body if isinstance(body, bytes) else orjson.dumps(body)
@@ -100,3 +102,44 @@ def test_warnings_are_cut_to_120_characters(policies):
     _, out = answer(policies, admission_review(p))
     assert all(len(w) <= 120 for w in out["response"]["warnings"])
     assert any(w.endswith("...") for w in out["response"]["warnings"])
+
+
+def test_an_engine_bug_denies_the_pod_and_logs_it(policies, monkeypatch, caplog):
+    # never admitted without its fabric: the pod is denied, saying which review to look up
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr("webhook.review.admit", broken)
+    req = admission_review(pod(trainer()))
+    status, out = answer(policies, req)
+    resp = out["response"]
+    assert status == 200 and resp["allowed"] is False and resp["status"]["code"] == 500
+    assert f"internal error giving the pod its fabric (review {req['request']['uid']})" in resp["status"]["message"]
+    assert "RuntimeError: a bug" in caplog.text
+
+
+def test_a_patch_over_the_cap_is_denied_with_its_size(policies, monkeypatch):
+    monkeypatch.setattr("webhook.review.MAX_PATCH_BYTES", 200)
+    status, out = answer(policies, admission_review(example("pytorchjob-worker.yaml")))
+    resp = out["response"]
+    assert status == 200 and resp["allowed"] is False and "patch" not in resp
+    assert "the fabric patch for this pod would be" in resp["status"]["message"]
+    assert "bytes, over the 200 allowed" in resp["status"]["message"]
+
+
+def test_the_largest_pod_patch_fits_under_the_cap(policies):
+    containers = [trainer(f"t{i}", gpus=1, memory="64Gi") for i in range(256)]
+    networks = ", ".join(f"n{i}@x{i}" for i in range(255))
+    status, out = answer(policies, admission_review(pod(*containers, annotations={NETWORKS: networks})))
+    assert status == 200 and out["response"]["allowed"] is True and out["response"]["patch"]
+
+
+def test_a_body_of_too_many_json_values_is_refused_before_parsing(policies):
+    body = b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "x": [' + b"[]," * 100_000 + b"[]]}"
+    status, out = answer(policies, body)
+    assert status == 400 and "JSON values, more than the 100,000 a review may" in out["error"]
+
+
+def test_json_nested_past_orjsons_depth_is_400(policies):
+    status, out = answer(policies, b"[" * 2000 + b"]" * 2000)
+    assert status == 400 and "not JSON" in out["error"]

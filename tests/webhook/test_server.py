@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import shutil
 import socket
 import ssl
@@ -13,10 +14,12 @@ import orjson
 import pytest
 import yaml
 
-from tests.webhook.conftest import POLICIES, apply, example
-from tests.webhook.server_process import AtomicDir, Server, wait_for
+from tests.webhook.conftest import POLICIES, apply, example, pod, trainer
+from tests.webhook.server_process import AtomicDir, Server, tls_pair, wait_for
 from webhook.certs import generate
 from webhook.review import admission_review
+
+NOW = dt.datetime.now(dt.UTC)
 
 
 def policy_files(change=None) -> dict[str, bytes]:
@@ -166,17 +169,59 @@ def test_certificate_rotation_under_load_fails_no_request(setup, tmp_path):
         assert metric(c, 'trainyard_webhook_certificate_reloads_total{result="success"}') == 1
 
 
-def test_broken_certificate_keeps_the_old_one(setup, tmp_path):
-    server, tls, *_ = setup
+def refused(client: httpx.Client) -> dict:
+    r = client.get("/readyz")
+    assert r.status_code == 200, r.text  # the last good files serve: still ready
+    return r.json().get("refused", {})
+
+
+@pytest.mark.parametrize(
+    ("pair", "reason", "message"),
+    [
+        (lambda ca, tls: tls_pair(ca, not_after=NOW - dt.timedelta(hours=1)), "expired", "expired at"),
+        (lambda ca, tls: tls_pair(ca, not_before=NOW + dt.timedelta(days=1)), "not_yet_valid", "not valid before"),
+        (lambda ca, tls: tls_pair(ca, dns=("elsewhere.example.com",), ips=()), "wrong_name", "does not name localhost"),
+        (
+            lambda ca, tls: {"tls.crt": tls_pair(ca)["tls.crt"], "tls.key": tls_files(tls.path)["tls.key"]},
+            "key_mismatch",
+            "is not the key of",
+        ),
+        (lambda ca, tls: {"tls.crt": b"not a certificate", "tls.key": b"x"}, "unreadable", "cannot read"),
+    ],
+)
+def test_a_certificate_that_would_not_serve_is_refused_and_the_old_one_kept(setup, pair, reason, message):
+    server, tls, _, ca, _ = setup
     before = server.peer_certificate()
-    other = tmp_path / "other"
-    generate(other)
-    mismatched = {"tls.crt": (other / "tls.crt").read_bytes(), "tls.key": tls_files(tls.path)["tls.key"]}
-    tls.write(mismatched)
+    tls.write(pair(ca, tls))
     with server.client() as c:
-        wait_for(lambda: metric(c, 'trainyard_webhook_certificate_reloads_total{result="failure"}') == 1)
+        line = f'trainyard_webhook_reload_refusals_total{{reason="{reason}",what="certificate"}}'
+        wait_for(lambda: metric(c, line) == 1, what="the refusal")
+        assert metric(c, 'trainyard_webhook_certificate_reloads_total{result="failure"}') == 1
+        assert metric(c, 'trainyard_webhook_config_refused{what="certificate"}') == 1
+        assert message in refused(c)["certificate"]
         assert c.get("/healthz").status_code == 200
     assert server.peer_certificate() == before
+    assert message in server.logs()
+    tls.write(tls_pair(ca))  # a good pair again: served, and the refusal is over
+    wait_for(lambda: server.peer_certificate() != before, what="the good certificate")
+    with server.client() as c:
+        assert refused(c) == {} and metric(c, 'trainyard_webhook_config_refused{what="certificate"}') == 0
+
+
+def test_a_serving_certificate_that_expires_makes_the_webhook_unready(tmp_path):
+    issued = tmp_path / "issued"
+    ca = generate(issued)
+    tls = AtomicDir(tmp_path / "tls")
+    tls.write(tls_pair(ca, not_after=dt.datetime.now(dt.UTC) + dt.timedelta(seconds=4)))
+    with Server(POLICIES, tls.path, issued / "ca.crt", "roce") as server:
+        r = httpx.get(f"http://127.0.0.1:{server.probe_port}/readyz", timeout=10)
+        assert r.status_code == 200
+        wait_for(
+            lambda: httpx.get(f"http://127.0.0.1:{server.probe_port}/readyz", timeout=10).status_code == 503,
+            timeout=60,
+            what="the expiry",
+        )
+        assert "the serving certificate expired at" in httpx.get(f"http://127.0.0.1:{server.probe_port}/readyz").text
 
 
 def test_policy_reload_and_bad_policy_keeps_the_last_good_set(setup):
@@ -198,8 +243,57 @@ def test_policy_reload_and_bad_policy_keeps_the_last_good_set(setup):
         policies.write(policy_files(("roce.yaml", broken)))
         wait_for(lambda: metric(c, 'trainyard_webhook_policy_reloads_total{result="failure"}') == 1)
         assert patched_env(pod, post(c, admission_review(pod)))["NCCL_IB_HCA"] == "mlx5_1"
-        assert c.get("/readyz").status_code == 200
+        assert "spec.shm.perGPU" in refused(c)["policies"]
+        assert metric(c, 'trainyard_webhook_reload_refusals_total{reason="invalid",what="policies"}') == 1
     assert "spec.shm.perGPU" in server.logs()
+
+
+@pytest.mark.parametrize(
+    ("files", "reason", "message"),
+    [
+        (lambda: {k: v for k, v in policy_files().items() if k != "ib.yaml"}, "dropped_profile", "profile ib would"),
+        (lambda: {**policy_files(), "ib.yaml": b""}, "truncated", "ib.yaml: the file is empty"),
+        (
+            lambda: {**policy_files(), "roce.yaml": policy_files()["roce.yaml"].rstrip(b"\n")[:-3]},
+            "truncated",
+            "does not end with a line break",
+        ),
+        (
+            lambda: policy_files(("tcp.yaml", lambda d: d["metadata"].update(name="tpc"))),
+            "dropped_profile",
+            "profile tcp would disappear",
+        ),
+        (
+            lambda: policy_files(("roce.yaml", lambda d: d["spec"]["tolerations"][0].update(key="nvidia.com/"))),
+            "invalid",
+            "is not a valid toleration key",
+        ),
+    ],
+)
+def test_a_policy_set_that_means_less_than_the_serving_one_is_refused(setup, files, reason, message):
+    server, _, policies, *_ = setup
+    policies.write(files())
+    with server.client() as c:
+        line = f'trainyard_webhook_reload_refusals_total{{reason="{reason}",what="policies"}}'
+        wait_for(lambda: metric(c, line) == 1, what="the refusal")
+        assert message in refused(c)["policies"]
+        assert metric(c, "trainyard_webhook_profiles") == 3
+        r = post(c, admission_review(pod(trainer(), labels={"trainyard.dev/fabric": "ib"})))
+        assert r.json()["response"]["allowed"] is True  # ib still serves
+    policies.write(policy_files())  # the files as they were: accepted, the refusal is over
+    with server.client() as c:
+        wait_for(lambda: metric(c, 'trainyard_webhook_policy_reloads_total{result="success"}') == 1)
+        assert refused(c) == {}
+
+
+def test_probes_and_metrics_have_a_listener_of_their_own(setup):
+    server, *_ = setup
+    base = f"http://127.0.0.1:{server.probe_port}"
+    assert httpx.get(f"{base}/healthz", timeout=10).json() == {"status": "ok"}
+    assert httpx.get(f"{base}/readyz", timeout=10).json() == {"status": "ready"}
+    r = httpx.get(f"{base}/metrics", timeout=10)
+    assert r.status_code == 200 and "trainyard_webhook_connections" in r.text
+    assert httpx.get(f"{base}/mutate", timeout=10).status_code == 404
 
 
 def test_bad_startup_input_is_a_clear_error(tmp_path):
@@ -223,4 +317,14 @@ def test_bad_startup_input_is_a_clear_error(tmp_path):
     assert r.returncode == 2 and "default profile 'omnipath' is not defined" in r.stderr
     r = serve("--policies", str(policies), "--profile", "roce", "--tls-dir", str(tmp_path))
     assert r.returncode == 2 and "missing tls.crt and tls.key" in r.stderr
+    assert "Traceback" not in r.stderr
+    # the certificate must name the Service kube-apiserver calls (trainyard certs wrote localhost)
+    r = serve("--policies", str(policies), "--profile", "roce", "--tls-dir", str(issued))
+    assert r.returncode == 2 and "does not name trainyard-webhook.trainyard-system.svc" in r.stderr
+    expired = AtomicDir(tmp_path / "expired")
+    ca = generate(tmp_path / "ca")
+    expired.write(tls_pair(ca, not_after=NOW - dt.timedelta(days=1)))
+    r = serve(*("--policies", str(policies), "--profile", "roce", "--tls-dir", str(expired.path)),
+              *("--tls-server-name", "localhost"))  # fmt: skip
+    assert r.returncode == 2 and "expired at" in r.stderr
     assert "Traceback" not in r.stderr

@@ -12,6 +12,10 @@ from collections.abc import Callable, Mapping, Sequence
 
 SEPARATOR = "--"
 
+# What a command group's ``register`` receives: the ``add_parser`` method of the single CLI's
+# subcommands, so that no module needs argparse's private subparsers type.
+AddParser = Callable[..., argparse.ArgumentParser]
+
 
 def split_passthrough(argv: Sequence[str]) -> tuple[list[str], list[str] | None]:
     """(the arguments before the first ``--``, those after it, or None when there is no ``--``)."""

@@ -19,10 +19,11 @@ DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0
 DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 # validation.go IsEnvVarName: "[-._a-zA-Z][-._a-zA-Z0-9]*"
 ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
-# kube.go: labelKeyFmt "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]", labelKeyMaxLength 63; label values
-# are empty or that format, LabelValueMaxLength 63; a key's prefix is a DNS-1123 subdomain.
-LABEL_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
-LABEL_NAME_MAX = 63
+# validation.go IsQualifiedName: [prefix/]name, prefix a DNS-1123 subdomain, name at most 63
+# characters of "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]" (label keys, toleration keys, resource
+# names, topology keys); label values are empty or that format, LabelValueMaxLength 63.
+QUALIFIED_NAME_PART = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+QUALIFIED_NAME_MAX = 63
 LABEL_VALUE_MAX = 63
 # objectmeta.go: TotalAnnotationSizeLimitB = 256 * (1 << 10), the sum of len(key) + len(value) in bytes
 ANNOTATIONS_MAX_BYTES = 256 * 1024
@@ -50,19 +51,23 @@ def qualified_name_problem(key: str) -> str | None:
     prefix, slash, name = key.rpartition("/")
     if slash and (not prefix or "/" in prefix):
         return f"{key[:80]!r} is not a qualified name: at most one '/', with a prefix before it"
-    if not name or len(name) > LABEL_NAME_MAX or LABEL_NAME.fullmatch(name) is None:
+    if not name or len(name) > QUALIFIED_NAME_MAX or QUALIFIED_NAME_PART.fullmatch(name) is None:
         return (
-            f"{key[:80]!r}: the name part must be 1 to {LABEL_NAME_MAX} characters, alphanumerics, '-', '_' or '.', "
-            "starting and ending with an alphanumeric"
+            f"{key[:80]!r}: the name part must be 1 to {QUALIFIED_NAME_MAX} characters, alphanumerics, '-', '_' "
+            "or '.', starting and ending with an alphanumeric"
         )
     if slash and not is_dns1123_subdomain(prefix):
         return f"{key[:80]!r}: the prefix must be a DNS-1123 subdomain of at most {DNS1123_SUBDOMAIN_MAX} characters"
     return None
 
 
+def is_qualified_name(value: object) -> bool:
+    return isinstance(value, str) and qualified_name_problem(value) is None
+
+
 def label_value_problem(value: str) -> str | None:
     """Why ``value`` cannot be a label value, None if it can."""
-    if value == "" or (len(value) <= LABEL_VALUE_MAX and LABEL_NAME.fullmatch(value) is not None):
+    if value == "" or (len(value) <= LABEL_VALUE_MAX and QUALIFIED_NAME_PART.fullmatch(value) is not None):
         return None
     return (
         f"label value {value[:80]!r}{'...' if len(value) > 80 else ''} ({len(value)} characters): at most "

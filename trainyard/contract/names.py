@@ -19,10 +19,37 @@ ENV_SHM_PATH = "TRAINYARD_SHM_PATH"
 TRANSPORTS = ("IB", "Socket")
 
 # --- pod labels and annotations trainyard reads -----------------------------------------------
-OPT_OUT_ANNOTATION = "trainyard.dev/inject"  # "false": leave the pod alone
-FABRIC_LABEL = "trainyard.dev/fabric"  # the fabric profile a pod asks for
+# The opt-out. A pod asks to be left without the fabric with exactly this annotation and value
+# (no other spelling asks anything). It is a privilege: kube-apiserver honours it only when the
+# user creating (or updating) the pod may OPT_OUT_VERB the resource OPT_OUT_RESOURCE of the API
+# group OPT_OUT_GROUP in the pod's namespace (the CEL authorizer check in base/webhook's
+# matchConditions; RBAC grants it, no API serves the resource). The engine itself never skips a pod
+# for it: it cannot ask the authorizer, so a pod that reaches it was not allowed to opt out.
+OPT_OUT_ANNOTATION = "trainyard.dev/inject"
+OPT_OUT_VALUE = "false"
+OPT_OUT_GROUP = "trainyard.dev"
+OPT_OUT_RESOURCE = "fabrics"
+OPT_OUT_VERB = "skip"
+# The fabric profile a pod asks for; absent or empty: the cluster's default profile.
+FABRIC_LABEL = "trainyard.dev/fabric"
 INJECTION_NAMESPACE_LABEL = "trainyard.dev/injection"  # "enabled" on namespaces the webhook serves
-MIRROR_ANNOTATION = "kubernetes.io/config.mirror"  # static (mirror) pods: never mutated
+# Static (mirror) pods: never mutated. The kubelet never runs a pod it reads from the API server
+# with this annotation (pkg/kubelet/kubelet.go HandlePodAdditions hands mirror pods to
+# handleMirrorPod, which only updates the static pod of that name), so setting it skips nothing.
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+
+
+def asks_opt_out(annotations: object) -> bool:
+    """Whether a pod's annotations ask for the opt-out (the exact spelling, nothing else)."""
+    return isinstance(annotations, dict) and annotations.get(OPT_OUT_ANNOTATION) == OPT_OUT_VALUE
+
+
+def requested_fabric(labels: object) -> object:
+    """The profile a pod's labels ask for: None when the label is absent or empty (the default
+    profile), else the value as written (a non-string is the caller's to refuse)."""
+    value = labels.get(FABRIC_LABEL) if isinstance(labels, dict) else None
+    return None if value is None or value == "" else value
+
 
 # Multus: the attachments a pod asks for (k8snetworkplumbingwg/multus-cni, pkg/k8sclient).
 NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"

@@ -1,33 +1,40 @@
-"""Kubernetes resource quantities (``8Gi``, ``500M``, ``1.5``, ``100m``), exact, with Decimal.
+"""Kubernetes resource quantities (``8Gi``, ``500M``, ``1.5``, ``100m``), exact, bounded, linear time.
 
-Follows the grammar of k8s.io/apimachinery/pkg/api/resource: a signed decimal number, then an
-optional binary suffix (Ki Mi Gi Ti Pi Ei), decimal suffix (n u m k M G T P E) or decimal
-exponent (e3, E-2).
+Grammar of k8s.io/apimachinery/pkg/api/resource (quantity.go, v0.36.3)::
+
+    <quantity>  ::= <signedNumber><suffix>
+    <number>    ::= <digits> | <digits>.<digits> | <digits>. | .<digits>
+    <suffix>    ::= <binarySI> | <decimalExponent> | <decimalSI>
+    <binarySI>  ::= Ki | Mi | Gi | Ti | Pi | Ei
+    <decimalSI> ::= n | u | m | "" | k | M | G | T | P | E         (suffix.go newSuffixer)
+    <decimalExponent> ::= "e" <signedNumber> | "E" <signedNumber>   (an integer: suffix.go interpret)
+
+"No quantity may represent a number greater than 2^63-1 in magnitude, nor may it have more than 3
+decimal places" (quantity.go); values are rounded up to nano units (ParseQuantity rounds with
+inf.RoundUp at scale Nano). Kubernetes parses a decimal exponent as int64 and keeps it as int32
+(kubernetes/kubernetes#141203 rejects what does not fit); above 2^63-1 it does not cap decimal
+forms but keeps arbitrary-size numbers, and comparing ``1e999999`` with anything does not finish.
+Here a quantity whose magnitude is above 2^63-1 is refused, and so is an exponent outside int32,
+both decided from the number's length and exponent before any arithmetic. The text is scanned
+once, left to right, and the arithmetic runs on at most about 80 digits whatever its length.
 """
 
 from __future__ import annotations
 
+import math
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_UP, Context, Decimal
 from functools import lru_cache
 
-_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_DECIMAL = {
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "": Decimal(1),
-    "k": Decimal("1e3"),
-    "M": Decimal("1e6"),
-    "G": Decimal("1e9"),
-    "T": Decimal("1e12"),
-    "P": Decimal("1e15"),
-    "E": Decimal("1e18"),
-}
-_QUANTITY = re.compile(
-    r"^(?P<num>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
-    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$"
-)
+MAX = 2**63 - 1  # the largest magnitude Kubernetes represents
+INT32_MAX = 2**31 - 1
+_NANO = Decimal("1e-9")
+_BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}  # powers of 2
+_DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}  # powers of 10
+_RUN = re.compile(r"[0-9]*")  # one class: a single pass, nothing to try again
+_EXACT = Context(prec=120)  # 20 integer digits, 61 decimals and 2^60's 19 digits fit
+_CACHED_MAX = 64
+EXAMPLES = "examples: 8Gi, 512Mi, 1, 500m"
 
 
 class QuantityError(ValueError):
@@ -35,40 +42,86 @@ class QuantityError(ValueError):
 
 
 def parse_quantity(value: object) -> Decimal:
-    """Parse a quantity given as a string or a number; raise QuantityError naming the value."""
+    """Parse a quantity given as a string or a JSON number; raise QuantityError naming the value."""
     if isinstance(value, str):
-        return _parse_text(value)
-    if isinstance(value, bool):
-        raise QuantityError(f"{value!r} is not a quantity")
-    if isinstance(value, int | float):
-        return Decimal(str(value))
-    raise QuantityError(f"{value!r} is not a quantity")
+        return _parse_text(value) if len(value) <= _CACHED_MAX else _parse(value)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise QuantityError(f"{_show(value)} is not a quantity ({EXAMPLES})")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise QuantityError(f"{value!r} is not a quantity ({EXAMPLES})")
+    if abs(value) > MAX:
+        raise QuantityError(f"{_show(value)} is larger than Kubernetes allows for a quantity (2^63-1)")
+    return _nano(Decimal(repr(value)) if isinstance(value, float) else Decimal(value))
+
+
+def _show(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:30]}... ({len(text)} characters)"
 
 
 @lru_cache(maxsize=1024)  # pods repeat a handful of quantities ("8Gi", "1"): parse each once
 def _parse_text(value: str) -> Decimal:
-    match = _QUANTITY.match(value.strip())
-    if not match:
-        raise QuantityError(f"{value!r} is not a Kubernetes quantity (examples: 8Gi, 512Mi, 1, 500m)")
-    try:
-        number = Decimal(match["num"])
-    except InvalidOperation as exc:  # pragma: no cover - the regex admits only valid decimals
-        raise QuantityError(f"{value!r} is not a quantity") from exc
-    suffix = match["suffix"] or ""
+    return _parse(value)
+
+
+def _parse(text: str) -> Decimal:
+    bad = QuantityError(f"{_show(text)} is not a Kubernetes quantity ({EXAMPLES})")
+    i = 1 if text[:1] in ("+", "-") else 0
+    int_end = _RUN.match(text, i).end()  # type: ignore[union-attr]  # [0-9]* always matches
+    frac_end = int_end
+    if text[int_end : int_end + 1] == ".":
+        frac_end = _RUN.match(text, int_end + 1).end()  # type: ignore[union-attr]
+    if int_end == i and frac_end <= int_end + 1:  # no digits at all ("", "+", ".", "-.")
+        raise bad
+    suffix = text[frac_end:]
     if suffix in _BINARY:
-        return number * _BINARY[suffix]
-    if suffix in _DECIMAL:
-        return number * _DECIMAL[suffix]
-    try:
-        return number.scaleb(int(suffix[1:]))
-    except (InvalidOperation, ValueError):  # an exponent beyond what Decimal (or any node) holds
-        raise QuantityError(f"{value[:40]!r} is not a quantity Kubernetes can hold (exponent out of range)") from None
+        base, power = 2, _BINARY[suffix]
+    elif suffix in _DECIMAL:
+        base, power = 10, _DECIMAL[suffix]
+    elif suffix[:1] in ("e", "E") and len(suffix) > 1:
+        start = 2 if suffix[1] in "+-" else 1
+        if start == len(suffix) or _RUN.match(suffix, start).end() != len(suffix):  # type: ignore[union-attr]
+            raise bad
+        digits = suffix[start:].lstrip("0") or "0"
+        if len(digits) > 10 or int(digits) > INT32_MAX:  # 10 digits: at most a few billion, cheap
+            raise QuantityError(f"{_show(text)}: the exponent is outside what Kubernetes accepts (int32)")
+        base, power = 10, (-1 if suffix[1] == "-" else 1) * int(digits)
+    else:
+        raise bad
+    whole = text[i:int_end].lstrip("0")
+    fraction = text[int_end + 1 : frac_end]
+    significant = fraction.lstrip("0")
+    if not whole and not significant:
+        return Decimal(0)
+    # the order of magnitude from the lengths alone: 10**order <= |number| < 10**(order + 1)
+    order = len(whole) - 1 if whole else len(significant) - len(fraction) - 1
+    order += power if base == 10 else math.floor(power * math.log10(2))
+    if order > 18:  # 2^63-1 is about 9.2e18
+        raise QuantityError(f"{_show(text)} is larger than Kubernetes allows for a quantity (2^63-1)")
+    sign = "-" if text[:1] == "-" else ""
+    if order < -10:  # a tiny quantity: Kubernetes rounds it up to one nano unit
+        return Decimal(f"{sign}1e-9")
+    # Digits past the 60th decimal place can only round the result up; keep one if any is not 0.
+    kept = fraction[:60] + ("1" if fraction[60:].strip("0") else "")
+    number = Decimal(f"{sign}{whole or '0'}.{kept or '0'}")
+    scaled = number.scaleb(power, _EXACT) if base == 10 else _EXACT.multiply(number, Decimal(2**power))
+    if abs(scaled) > MAX:
+        raise QuantityError(f"{_show(text)} is larger than Kubernetes allows for a quantity (2^63-1)")
+    return _nano(scaled)
+
+
+def _nano(value: Decimal) -> Decimal:
+    """Rounded up (away from zero) to nano units, as ParseQuantity does."""
+    exponent = value.as_tuple().exponent
+    if not isinstance(exponent, int) or exponent >= -9:
+        return value
+    return value.quantize(_NANO, rounding=ROUND_UP, context=Context(prec=40))  # |value| <= 2^63-1: 28 digits
 
 
 def format_bytes(n: int) -> str:
     """The shortest exact binary-suffixed form of a byte count: 8589934592 -> '8Gi'."""
     for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
-        unit = _BINARY[suffix]
+        unit = 2 ** _BINARY[suffix]
         if n >= unit and n % unit == 0:
             return f"{n // unit}{suffix}"
     return str(n)

@@ -6,9 +6,11 @@ import argparse
 import sys
 from pathlib import Path
 
+from trainyard.contract.argv import AddParser
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+
+def register(add_parser: AddParser) -> None:
+    p = add_parser(
         "render",
         help="render what Argo CD would apply to each cluster, per Application",
         description="Build clusters/<cluster>/ with kustomize, then follow every Application and ApplicationSet "
@@ -25,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=_render)
 
-    p = sub.add_parser(
+    p = add_parser(
         "generate",
         help="write the manifests derived from policies/ and the clusters' facts (runtimes, Kueue queues)",
         description="Write base/runtimes/<profile>/ (one ClusterTrainingRuntime per FabricProfile in policies/) and "
@@ -36,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 listing the files that are out of date")
     p.set_defaults(func=_generate)
 
-    p = sub.add_parser(
+    p = add_parser(
         "validate",
         help="check every cluster: schemas, operator rules, fabric, waves, images, NCCL env, admission",
         description="Render every cluster and check it: built-in kinds against the Kubernetes 1.30 schemas "
@@ -51,7 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quiet", action="store_true", help="print errors only, no warnings or summary")
     p.set_defaults(func=_validate)
 
-    p = sub.add_parser(
+    p = add_parser(
         "preview",
         help="show the pods a job folder becomes and what the webhook injects into each",
         description="Render a job folder (overlays/<cluster>/jobs/<job>), expand its job into the pods its "
@@ -64,7 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--pods", action="store_true", help="print the admitted pods as YAML instead of the summary")
     p.set_defaults(func=_preview)
 
-    p = sub.add_parser(
+    p = add_parser(
         "new-job",
         help="scaffold overlays/<cluster>/jobs/<name>/ and validate the cluster with it",
         description="Write overlays/CLUSTER/jobs/NAME/ (a kustomization on base/jobs/<kind> and a small JSON "

@@ -1,7 +1,7 @@
-"""The ValidatingAdmissionPolicy of base/webhook, evaluated with a real CEL library (cel-python).
+"""The admission configuration of base/webhook, evaluated with a real CEL library (cel-python).
 
 kube-apiserver evaluates a ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1) for a
-matching request like this, and :func:`check` does the same for a pod CREATE:
+matching request like this, and :func:`check` does the same for a pod CREATE or UPDATE:
 
 1. ``matchConditions`` in order: any false -> the policy does not apply; an error (none false)
    -> with ``failurePolicy: Fail`` the request is rejected.
@@ -9,18 +9,32 @@ matching request like this, and :func:`check` does the same for a pod CREATE:
 3. ``validations``: a false expression rejects with ``messageExpression`` (or ``message``, or
    "failed expression: ..."); an expression error is a failure under ``failurePolicy: Fail``.
 
-Activation: ``object`` (the pod), ``oldObject`` (null for CREATE), ``params`` (the parameter
-object named by the binding; here the trainyard-fabric-params ConfigMap), ``request`` (operation
-and kind). The expressions use only standard CEL (``has``, ``exists``, ``all``, ``filter``,
-``matches``, ``startsWith``, ``size``, ``in``), so no Kubernetes CEL library function needs to
-be provided here. A binding whose parameter object is missing denies
-(``parameterNotFoundAction: Deny``).
+:func:`webhook_matches` evaluates a MutatingWebhookConfiguration's ``matchConditions`` the same way.
+
+Activation, field by field as admissionregistration/v1 types.go documents it: ``object`` (the pod),
+``oldObject`` (null for CREATE, the stored pod for UPDATE), ``params`` (the parameter object named
+by the binding; here the trainyard-fabric-params ConfigMap), ``request`` (the AdmissionRequest:
+uid, kind, resource, requestKind, requestResource, name, namespace, operation, userInfo, dryRun,
+options) and ``authorizer``. CEL's ``matches`` runs on RE2, as in kube-apiserver. A binding
+whose parameter object is missing denies (``parameterNotFoundAction: Deny``).
+
+``authorizer`` follows kubernetes/apiserver pkg/cel/library/authz.go: ``authorizer.group(g)
+.resource(r)[.subresource(s)][.namespace(ns)][.name(n)].check(verb)``, ``authorizer.path(p)
+.check(verb)``, ``authorizer.serviceAccount(ns, name)`` (the same checks for that service
+account) and ``authorizer.requestResource`` (a check on the request's own resource) give a
+Decision with ``allowed()``, ``reason()``, ``errored()`` and ``error()``. The decision comes from
+:class:`Rbac`, kube-apiserver's RBAC authorizer on a given set of ClusterRoles, Roles and
+bindings (plugin/pkg/auth/authorizer/rbac: RuleAllows; pkg/apis/rbac/v1/evaluation_helpers.go:
+VerbMatches, APIGroupMatches, ResourceMatches, ResourceNameMatches, NonResourceURLMatches;
+pkg/registry/rbac/validation/rule.go: appliesToUser). RBAC only allows: no matching rule is "no
+opinion", and ``allowed()`` is then false.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -34,6 +48,299 @@ from trainyard.contract.errors import UserError
 
 POLICY_FILE = Path("base/webhook/validating-admission-policy.yaml")
 POLICY_KIND = "ValidatingAdmissionPolicy"
+SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"  # apiserver pkg/authentication/serviceaccount
+
+
+@dataclass(frozen=True)
+class User:
+    """authentication/v1 UserInfo of the principal making the request."""
+
+    username: str
+    groups: tuple[str, ...] = ("system:authenticated",)
+    uid: str = ""
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    @classmethod
+    def service_account(cls, namespace: str, name: str) -> User:
+        """A service account's user as the token authenticator makes it (its groups included)."""
+        return cls(
+            f"{SERVICE_ACCOUNT_PREFIX}{namespace}:{name}",
+            ("system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"),
+        )
+
+    def as_json(self) -> dict:
+        out: dict = {"username": self.username, "groups": list(self.groups)}
+        if self.uid:
+            out["uid"] = self.uid
+        if self.extra:
+            out["extra"] = {k: list(v) for k, v in self.extra}
+        return out
+
+
+# Who creates the pods of a job: its controller (Training Operator v1 in kubeflow).
+CONTROLLER = User.service_account("kubeflow", "training-operator")
+
+
+@dataclass
+class Request:
+    """What of the AdmissionRequest a check needs; the rest is derived from the pod."""
+
+    operation: str = "CREATE"  # or UPDATE
+    user: User = CONTROLLER
+    namespace: str | None = None  # default: the pod's metadata.namespace, else "default"
+    old: dict | None = None  # the stored pod, for UPDATE
+
+    def as_json(self, pod: dict) -> dict:
+        meta = pod.get("metadata") if isinstance(pod, dict) else None
+        meta = meta if isinstance(meta, dict) else {}
+        gvk = {"group": "", "version": "v1", "kind": "Pod"}
+        gvr = {"group": "", "version": "v1", "resource": "pods"}
+        return {
+            "uid": str(uuid.uuid4()),
+            "kind": gvk,
+            "resource": gvr,
+            "requestKind": gvk,
+            "requestResource": gvr,
+            "name": str(meta.get("name") or ""),
+            "namespace": self.pod_namespace(pod),
+            "operation": self.operation,
+            "userInfo": self.user.as_json(),
+            "dryRun": False,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": f"{self.operation.capitalize()}Options"},
+        }
+
+    def pod_namespace(self, pod: dict) -> str:
+        if self.namespace is not None:
+            return self.namespace
+        meta = pod.get("metadata") if isinstance(pod, dict) else None
+        ns = meta.get("namespace") if isinstance(meta, dict) else None
+        return ns if isinstance(ns, str) and ns else "default"
+
+
+# --- RBAC, as kube-apiserver's RBAC authorizer decides ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class Attributes:
+    """authorizer.Attributes of one check."""
+
+    verb: str
+    group: str = ""
+    resource: str = ""
+    subresource: str = ""
+    namespace: str = ""
+    name: str = ""
+    path: str = ""
+    resource_request: bool = True
+
+
+def _verb_matches(rule: dict, verb: str) -> bool:
+    return any(v in ("*", verb) for v in rule.get("verbs") or [])
+
+
+def _group_matches(rule: dict, group: str) -> bool:
+    return any(g in ("*", group) for g in rule.get("apiGroups") or [])
+
+
+def _resource_matches(rule: dict, combined: str, subresource: str) -> bool:
+    for r in rule.get("resources") or []:
+        if r in ("*", combined):
+            return True
+        if subresource and r == f"*/{subresource}":
+            return True
+    return False
+
+
+def _name_matches(rule: dict, name: str) -> bool:
+    names = rule.get("resourceNames") or []
+    return not names or name in names
+
+
+def _url_matches(rule: dict, path: str) -> bool:
+    for url in rule.get("nonResourceURLs") or []:
+        if url in ("*", path) or (url.endswith("*") and path.startswith(url[:-1])):
+            return True
+    return False
+
+
+def rule_allows(attrs: Attributes, rule: dict) -> bool:
+    if attrs.resource_request:
+        combined = f"{attrs.resource}/{attrs.subresource}" if attrs.subresource else attrs.resource
+        return (
+            _verb_matches(rule, attrs.verb)
+            and _group_matches(rule, attrs.group)
+            and _resource_matches(rule, combined, attrs.subresource)
+            and _name_matches(rule, attrs.name)
+        )
+    return _verb_matches(rule, attrs.verb) and _url_matches(rule, attrs.path)
+
+
+def applies_to(user: User, subject: dict, namespace: str) -> bool:
+    kind, name = subject.get("kind"), subject.get("name")
+    if kind == "User":
+        return user.username == name
+    if kind == "Group":
+        return name in user.groups
+    if kind == "ServiceAccount":
+        sa_namespace = subject.get("namespace") or namespace
+        return bool(sa_namespace) and user.username == f"{SERVICE_ACCOUNT_PREFIX}{sa_namespace}:{name}"
+    return False
+
+
+class Rbac:
+    """The RBAC authorizer over a fixed set of RBAC objects (ClusterRole, ClusterRoleBinding, Role,
+    RoleBinding documents; anything else is ignored)."""
+
+    def __init__(self, docs: Iterable[object] = ()) -> None:
+        self.cluster_roles: dict[str, dict] = {}
+        self.roles: dict[tuple[str, str], dict] = {}
+        self.cluster_bindings: list[dict] = []
+        self.bindings: list[dict] = []
+        for doc in docs:
+            if not isinstance(doc, dict) or doc.get("apiVersion") != "rbac.authorization.k8s.io/v1":
+                continue
+            meta = doc.get("metadata") or {}
+            kind, name, ns = doc.get("kind"), meta.get("name"), meta.get("namespace") or ""
+            if kind == "ClusterRole":
+                self.cluster_roles[name] = doc
+            elif kind == "Role":
+                self.roles[(ns, name)] = doc
+            elif kind == "ClusterRoleBinding":
+                self.cluster_bindings.append(doc)
+            elif kind == "RoleBinding":
+                self.bindings.append(doc)
+
+    def _rules(self, ref: dict, namespace: str) -> list[dict]:
+        if ref.get("kind") == "ClusterRole":
+            role = self.cluster_roles.get(ref.get("name"))
+        elif ref.get("kind") == "Role":
+            role = self.roles.get((namespace, ref.get("name")))
+        else:
+            role = None
+        return list((role or {}).get("rules") or [])
+
+    def authorize(self, user: User, attrs: Attributes) -> tuple[bool, str]:
+        """(allowed, reason): allowed by the first binding whose subject is the user and whose role
+        has a rule for the attributes; otherwise no opinion."""
+        candidates = [(b, "") for b in self.cluster_bindings]
+        if attrs.namespace:
+            ns_bindings = [b for b in self.bindings if (b.get("metadata") or {}).get("namespace") == attrs.namespace]
+            candidates += [(b, attrs.namespace) for b in ns_bindings]
+        for binding, namespace in candidates:
+            subject = next((s for s in binding.get("subjects") or [] if applies_to(user, s, namespace)), None)
+            if subject is None:
+                continue
+            ref = binding.get("roleRef") or {}
+            if any(rule_allows(attrs, rule) for rule in self._rules(ref, namespace)):
+                where = f" in {namespace}" if namespace else ""
+                return True, (
+                    f'RBAC: allowed by {binding.get("kind")} "{(binding.get("metadata") or {}).get("name")}"{where} '
+                    f'of {ref.get("kind")} "{ref.get("name")}" to {subject.get("kind")} "{subject.get("name")}"'
+                )
+        return False, ""
+
+
+# --- the authorizer CEL library -------------------------------------------------------------------
+
+
+class Decision:
+    def __init__(self, allowed: bool, reason: str) -> None:
+        self.allowed, self.reason = allowed, reason
+
+
+class Authorizer(celtypes.MessageType):
+    """``authorizer``: checks as the request's user; ``requestResource`` is its own field."""
+
+    def __init__(self, rbac: Rbac, user: User, request_attrs: Attributes | None = None) -> None:
+        fields = {}
+        if request_attrs is not None:
+            fields[celtypes.StringType("requestResource")] = ResourceCheck(self, request_attrs)
+        super().__init__(fields)
+        self.rbac, self.user = rbac, user
+
+
+@dataclass(frozen=True, eq=False)
+class PathCheck:
+    authorizer: Authorizer
+    path: str
+
+
+@dataclass(frozen=True, eq=False)
+class GroupCheck:
+    authorizer: Authorizer
+    group: str
+
+
+@dataclass(frozen=True, eq=False)
+class ResourceCheck:
+    authorizer: Authorizer
+    attrs: Attributes
+
+
+def _with(check: object, **changes: str) -> ResourceCheck:
+    if not isinstance(check, ResourceCheck):
+        raise TypeError(f"no such overload for {type(check).__name__}")
+    fields = {**check.attrs.__dict__, **{k: str(v) for k, v in changes.items()}}
+    return ResourceCheck(check.authorizer, Attributes(**fields))
+
+
+def _group(receiver: object, group: object) -> GroupCheck:
+    if not isinstance(receiver, Authorizer):
+        raise TypeError("group() applies to an Authorizer")
+    return GroupCheck(receiver, str(group))
+
+
+def _resource(receiver: object, resource: object) -> ResourceCheck:
+    if not isinstance(receiver, GroupCheck):
+        raise TypeError("resource() applies to a GroupCheck")
+    return ResourceCheck(receiver.authorizer, Attributes(verb="", group=receiver.group, resource=str(resource)))
+
+
+def _path(receiver: object, path: object) -> PathCheck:
+    if not isinstance(receiver, Authorizer):
+        raise TypeError("path() applies to an Authorizer")
+    return PathCheck(receiver, str(path))
+
+
+def _service_account(receiver: object, namespace: object, name: object) -> Authorizer:
+    if not isinstance(receiver, Authorizer):
+        raise TypeError("serviceAccount() applies to an Authorizer")
+    return Authorizer(receiver.rbac, User.service_account(str(namespace), str(name)))
+
+
+def _check(receiver: object, verb: object) -> Decision:
+    if isinstance(receiver, ResourceCheck):
+        attrs = Attributes(**{**receiver.attrs.__dict__, "verb": str(verb)})
+        authorizer = receiver.authorizer
+    elif isinstance(receiver, PathCheck):
+        attrs = Attributes(verb=str(verb), path=receiver.path, resource_request=False)
+        authorizer = receiver.authorizer
+    else:
+        raise TypeError("check() applies to a ResourceCheck or a PathCheck")
+    return Decision(*authorizer.rbac.authorize(authorizer.user, attrs))
+
+
+def _decision(receiver: object) -> Decision:
+    if not isinstance(receiver, Decision):
+        raise TypeError("applies to a Decision")
+    return receiver
+
+
+AUTHORIZER_FUNCTIONS: dict[str, Any] = {
+    "group": _group,
+    "resource": _resource,
+    "subresource": lambda c, s: _with(c, subresource=s),
+    "namespace": lambda c, ns: _with(c, namespace=ns),
+    "name": lambda c, n: _with(c, name=n),
+    "path": _path,
+    "serviceAccount": _service_account,
+    "check": _check,
+    "allowed": lambda d: celtypes.BoolType(_decision(d).allowed),
+    "reason": lambda d: celtypes.StringType(_decision(d).reason),
+    # RBAC never errors: errored() is false and error() empty
+    "errored": lambda d: celtypes.BoolType(not isinstance(_decision(d), Decision)),
+    "error": lambda d: celtypes.StringType("" if isinstance(_decision(d), Decision) else "no decision"),
+}
 
 
 @dataclass
@@ -52,7 +359,7 @@ _env = celpy.Environment()
 @lru_cache(maxsize=512)
 def _program(expression: str) -> Any:
     try:
-        return _env.program(_env.compile(expression))
+        return _env.program(_env.compile(expression), functions=AUTHORIZER_FUNCTIONS)
     except celpy.CELParseError as exc:
         raise UserError(f"CEL expression does not parse: {expression!r}: {exc}") from None
 
@@ -98,20 +405,39 @@ def _params(params: object) -> Any:
     return celpy.json_to_cel(copy.deepcopy(doc))
 
 
-def check(pod: dict, params: object, policy: dict | None = None) -> Verdict:
-    """Evaluate ``policy`` (default: the repository's) for the CREATE of ``pod``."""
+def _activation(pod: dict, request: Request | None, rbac: Rbac | None) -> dict[str, Any]:
+    request = request or Request()
+    req = request.as_json(pod)
+    attrs = Attributes(verb="", resource="pods", namespace=req["namespace"], name=req["name"])
+    return {
+        "object": celpy.json_to_cel(copy.deepcopy(pod)),
+        "oldObject": celpy.json_to_cel(copy.deepcopy(request.old)) if request.old is not None else None,
+        "request": celpy.json_to_cel(req),
+        "authorizer": Authorizer(rbac or Rbac(), request.user, attrs),
+    }
+
+
+def check(
+    pod: dict,
+    params: object,
+    policy: dict | None = None,
+    request: Request | None = None,
+    rbac: Rbac | None = None,
+) -> Verdict:
+    """Evaluate ``policy`` (default: the repository's) for ``request`` (default: a CREATE by the
+    Training Operator) of ``pod``; ``rbac`` decides the authorizer's checks (default: none allowed)."""
     policy = policy or load_policy()
     spec = policy.get("spec") or {}
     fail_closed = spec.get("failurePolicy", "Fail") == "Fail"
     name = (policy.get("metadata") or {}).get("name", "policy")
+    operation = (request or Request()).operation
+    rules = (spec.get("matchConstraints") or {}).get("resourceRules") or []
+    if not any(operation in (r.get("operations") or []) or "*" in (r.get("operations") or []) for r in rules):
+        return Verdict(False)
     cel_params = _params(params)
     if spec.get("paramKind") and cel_params is None:
         return Verdict(True, [f"{name}: no parameter object found (parameterNotFoundAction: Deny)"])
-    activation: dict[str, Any] = {
-        "object": celpy.json_to_cel(copy.deepcopy(pod)),
-        "oldObject": None,
-        "request": celpy.json_to_cel({"operation": "CREATE", "kind": {"group": "", "version": "v1", "kind": "Pod"}}),
-    }
+    activation = _activation(pod, request, rbac)
     if cel_params is not None:
         activation["params"] = cel_params
     errors: list[str] = []
@@ -119,7 +445,7 @@ def check(pod: dict, params: object, policy: dict | None = None) -> Verdict:
         try:
             if not bool(_run(cond["expression"], activation)):
                 return Verdict(False)
-        except celpy.CELEvalError as exc:
+        except (celpy.CELEvalError, TypeError) as exc:
             errors.append(f"{name}: match condition {cond.get('name')!r} failed to evaluate: {exc}")
     if errors:
         return Verdict(True, errors) if fail_closed else Verdict(False)
@@ -128,7 +454,7 @@ def check(pod: dict, params: object, policy: dict | None = None) -> Verdict:
     for var in spec.get("variables") or []:
         try:
             variables[celtypes.StringType(var["name"])] = _run(var["expression"], activation)
-        except celpy.CELEvalError as exc:
+        except (celpy.CELEvalError, TypeError) as exc:
             # a variable is evaluated lazily by kube-apiserver: an error surfaces where it is used
             variables[celtypes.StringType(var["name"])] = exc
     failures: list[str] = []
@@ -159,21 +485,37 @@ def _message(validation: dict, activation: dict) -> str | None:
     return msg if isinstance(msg, str) and msg else None
 
 
-def evaluate(pod: dict, params: object, policy: dict | None = None) -> list[str]:
-    """The failure messages the policy gives for the CREATE of ``pod`` (empty: admitted, or the
-    policy does not apply). ``params``: the trainyard-fabric-params ConfigMap or its data."""
-    return check(pod, params, policy).failures
+def expression(
+    text: str, pod: dict, request: Request | None = None, rbac: Rbac | None = None, params: object = None
+) -> Any:
+    """The value of one CEL expression with the activation :func:`check` gives (errors raise)."""
+    activation = _activation(pod, request, rbac)
+    if params is not None:
+        activation["params"] = _params(params)
+    return _run(text, activation)
 
 
-def webhook_matches(configuration: dict, pod: dict) -> bool:
-    """Whether every matchCondition of every webhook of a MutatingWebhookConfiguration passes
-    ``pod`` (an expression error counts as not passing)."""
-    activation = {
-        "object": celpy.json_to_cel(copy.deepcopy(pod)),
-        "oldObject": None,
-        "request": celpy.json_to_cel({"operation": "CREATE", "kind": {"group": "", "version": "v1", "kind": "Pod"}}),
-    }
+def evaluate(
+    pod: dict, params: object, policy: dict | None = None, request: Request | None = None, rbac: Rbac | None = None
+) -> list[str]:
+    """The failure messages the policy gives for ``request`` (default: a CREATE) of ``pod`` (empty:
+    admitted, or the policy does not apply). ``params``: the trainyard-fabric-params ConfigMap or
+    its data."""
+    return check(pod, params, policy, request, rbac).failures
+
+
+def webhook_matches(configuration: dict, pod: dict, request: Request | None = None, rbac: Rbac | None = None) -> bool:
+    """Whether kube-apiserver would call the webhooks of a MutatingWebhookConfiguration for
+    ``request`` of ``pod``: every webhook's rules name the operation on pods, and none of its
+    matchConditions is false (an expression error counts as not passing: failurePolicy Ignore)."""
+    operation = (request or Request()).operation
+    activation = _activation(pod, request, rbac)
     for hook in configuration.get("webhooks") or []:
+        if not any(
+            operation in (r.get("operations") or []) and "pods" in (r.get("resources") or [])
+            for r in hook.get("rules") or []
+        ):
+            return False
         for cond in hook.get("matchConditions") or []:
             try:
                 if not bool(_run(cond["expression"], activation)):
@@ -223,7 +565,7 @@ RULE_FIELDS = ("apiGroups", "apiVersions", "operations", "resources")
 
 
 @dataclass(frozen=True)
-class Request:
+class MatchRequest:
     """What a policy is matched against: the resource, the operation and the namespace's labels
     (for a namespace itself, its own labels)."""
 
@@ -268,7 +610,7 @@ def selector_matches(selector: object, labels: Mapping[str, str]) -> bool:
     return True
 
 
-def _resource_matches(pattern: str, resource: str) -> bool:
+def _rule_resource_matches(pattern: str, resource: str) -> bool:
     """``pods`` (not its subresources), ``pods/*``, ``*`` (no subresources), ``*/*``, ``*/scale``."""
     name, _, sub = resource.partition("/")
     p_name, p_slash, p_sub = pattern.partition("/")
@@ -277,7 +619,7 @@ def _resource_matches(pattern: str, resource: str) -> bool:
     return p_name in ("*", name) and p_sub in ("*", sub) and bool(sub)
 
 
-def rules_match(rules: object, request: Request) -> bool:
+def rules_match(rules: object, request: MatchRequest) -> bool:
     """Whether one of ``rules`` (NamedRuleWithOperations) covers ``request``."""
     for rule in rules if isinstance(rules, list) else []:
         if not isinstance(rule, dict) or not all(isinstance(rule.get(k), list) for k in RULE_FIELDS):
@@ -291,13 +633,13 @@ def rules_match(rules: object, request: Request) -> bool:
             any(g in ("*", request.group) for g in rule["apiGroups"])
             and any(v in ("*", request.version) for v in rule["apiVersions"])
             and any(o in ("*", request.operation) for o in rule["operations"])
-            and any(_resource_matches(str(r), request.resource) for r in rule["resources"])
+            and any(_rule_resource_matches(str(r), request.resource) for r in rule["resources"])
         ):
             return True
     return False
 
 
-def _resources_match(match: object, obj: dict, request: Request, *, default_all: bool) -> bool:
+def _resources_match(match: object, obj: dict, request: MatchRequest, *, default_all: bool) -> bool:
     """MatchResources: resource rules (absent: everything when ``default_all``), exclusions,
     the namespace selector (on the namespace's labels; a cluster-scoped object passes) and the
     object selector (on the object's labels)."""
@@ -318,7 +660,7 @@ def _resources_match(match: object, obj: dict, request: Request, *, default_all:
     return selector_matches(match.get("objectSelector"), labels if isinstance(labels, dict) else {})
 
 
-def binding_applies(policy: dict, binding: dict, obj: dict, request: Request) -> bool:
+def binding_applies(policy: dict, binding: dict, obj: dict, request: MatchRequest) -> bool:
     """Whether ``binding`` binds ``policy`` and both match ``request`` for ``obj``."""
     if (binding.get("spec") or {}).get("policyName") != (policy.get("metadata") or {}).get("name"):
         return False
@@ -328,13 +670,13 @@ def binding_applies(policy: dict, binding: dict, obj: dict, request: Request) ->
     )
 
 
-def check_bound(policy: dict, binding: dict, obj: dict, request: Request, params: object = None) -> Verdict:
+def check_bound(policy: dict, binding: dict, obj: dict, request: MatchRequest, params: object = None) -> Verdict:
     """``policy`` as ``binding`` applies it to ``obj`` (a CREATE, as :func:`check` evaluates it):
     not matched when the binding or the policy's constraints do not select the request; the
     failures of :func:`check` otherwise. ``params``: the object the binding's ``paramRef`` names."""
     if not binding_applies(policy, binding, obj, request):
         return Verdict(False)
-    return check(obj, params, policy)
+    return check(obj, params, policy, Request(operation=request.operation))
 
 
 def denies(binding: dict) -> bool:

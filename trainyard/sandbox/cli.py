@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from trainyard.contract.argv import AddParser
+
 
 def _at_least(minimum: int):
     def parse(text: str) -> int:
@@ -18,8 +20,8 @@ def _at_least(minimum: int):
     return parse
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+def register(add_parser: AddParser) -> None:
+    p = add_parser(
         "demo",
         help="the whole path of one job on this machine: render, webhook, admission, pods, training, fault, resume",
         description="Render and validate a cluster from git, start the fabric webhook over TLS, send a job's pods "

@@ -50,10 +50,14 @@ class LocalWebhook:
         startup_timeout: float = 30.0,
         cpus: set[int] | None = None,
         command: list[str] | None = None,
+        server_name: str = "localhost",
     ) -> None:
         """``command`` replaces ``trainyard serve`` (the benchmark's floor server takes the same
-        flags); ``cpus`` pins the server to those cores."""
+        flags); ``cpus`` pins the server to those cores. ``server_name`` is the name the server's
+        certificate must carry (``trainyard certs`` writes one for localhost and 127.0.0.1). The
+        probes and metrics listen on ``probe_port`` (plain HTTP)."""
         self.port = free_port()
+        self.probe_port = free_port()
         self.ca = ca
         self.base = f"https://127.0.0.1:{self.port}"
         self.log_path = log
@@ -67,6 +71,10 @@ class LocalWebhook:
             str(self.port),
             "--reload-interval",
             str(reload_interval),
+            "--tls-server-name",
+            server_name,
+            "--probe-port",
+            str(self.probe_port),
             *extra_args,
         ]
         pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None

@@ -5,6 +5,7 @@ Kueue topology level each asks for is a level of the cluster's Topology."""
 
 from __future__ import annotations
 
+from trainyard.contract import cel
 from trainyard.repo import cluster_facts, kueue, nad, runtimes, trainjob, vap
 from trainyard.repo.repository import POLICIES
 from trainyard.repo.validate import ClusterCheck
@@ -34,9 +35,6 @@ def check_fabric(ctx: ClusterCheck) -> None:
         return
     offered = check_params(ctx, where_params)
     images = sorted({img for name in offered if (p := ctx.policies.get(name)) for img in p.spec.trainer_images})
-    listed = sorted(v for k, v in f.params_data.items() if k.startswith("trainerImage."))
-    if images and listed != images:
-        ctx.err(where_params, f"trainerImage.* entries {listed} differ from the profiles' trainerImages {images}")
     check_webhook_match(ctx, images)
     check_runtimes(ctx, offered, where_params)
     if f.policy is None or f.binding is None:
@@ -44,6 +42,7 @@ def check_fabric(ctx: ClusterCheck) -> None:
     else:
         for problem in vap.compile_policy(f.policy.doc):
             ctx.err(f.policy.where(), problem, f.policy.describe())
+        check_rules(ctx)
     ns = f.namespaces.get(cluster_facts.TRAINING_NAMESPACE)
     if ns is None or ns.labels.get(cluster_facts.INJECTION_LABEL) != "enabled":
         ctx.err(
@@ -100,6 +99,20 @@ def check_webhook_match(ctx: ClusterCheck, images: list[str]) -> None:
                 "the webhook would never see its pods",
                 f.mutating.describe(),
             )
+
+
+def check_rules(ctx: ClusterCheck) -> None:
+    """The webhook's matchConditions and the admission policy spell the fabric rules (image identity
+    of every profile's trainerImages, the opt-out, the fabric label) exactly as trainyard/contract/cel.py
+    writes them, so they decide as the engine does."""
+    f = ctx.facts
+    repositories = sorted({r for p in ctx.policies.profiles.values() for r in p.trainer_images})
+    for problem in cel.differences(f.policy.doc.get("spec") or {}, cel.policy_expressions(repositories)):
+        ctx.err(f.policy.where(), f"spec.{problem}", f.policy.describe())
+    if f.mutating is not None:
+        for i, hook in enumerate(f.mutating.doc.get("webhooks") or []):
+            for problem in cel.differences(hook, cel.webhook_conditions(repositories)):
+                ctx.err(f.mutating.where(), f"webhooks[{i}].{problem}", f.mutating.describe())
 
 
 def check_network(ctx: ClusterCheck, profile: CompiledProfile, where_params: str) -> None:

@@ -5,7 +5,7 @@ engine and the admission policy (the previews)."""
 from __future__ import annotations
 
 from trainyard.contract.errors import UserError
-from trainyard.contract.names import FABRIC_LABEL
+from trainyard.contract.names import FABRIC_LABEL, requested_fabric
 from trainyard.repo import preview, training_operator, trainjob
 from trainyard.repo.rendered import Resource, as_dict, as_list, containers, dig, pod_templates
 from trainyard.repo.validate import ClusterCheck, trainer
@@ -164,9 +164,8 @@ def check_trainjob_spec(ctx: ClusterCheck, r: Resource, expect: str | None, admi
 
 
 def check_template_fabric(ctx: ClusterCheck, r: Resource, path: str, tpl: dict) -> None:
-    labels = (tpl.get("metadata") or {}).get("labels") or {}
-    wanted = labels.get(FABRIC_LABEL)
-    if wanted is None:
+    wanted = requested_fabric((tpl.get("metadata") or {}).get("labels"))
+    if wanted is None:  # absent or empty: the cluster's default profile
         return
     if ctx.policies.get(wanted) is None:
         ctx.err(

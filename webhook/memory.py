@@ -1,0 +1,69 @@
+"""Giving memory back to the system after a burst of connections (glibc's malloc).
+
+A TLS connection costs the server about 50 KiB, most of it OpenSSL's, allocated and freed through
+malloc. Once a burst of connections is over, glibc keeps the freed memory for reuse: measured
+with 2,000 connections opened and closed, RSS stayed at 143 MiB against 54 MiB at rest, and a
+pod would carry that to its memory limit after the next burst. :class:`Trimmer` asks glibc to give
+free memory back (``malloc_trim(0)``, which returns free pages inside the heap too) once the
+number of open connections has fallen well below its peak since the last trim, at most every few
+seconds. :func:`configure` caps glibc's arenas at two (``M_ARENA_MAX``; the webhook runs one event
+loop thread and a few small helper threads), so the freed memory gathers where a trim finds it,
+and fixes the size from which an allocation gets pages of its own at 128 KiB
+(``M_MMAP_THRESHOLD``; glibc otherwise raises it each time such a block is freed, up to 32 MiB,
+after which 3 MiB request bodies are carved from the heap and stay there when freed).
+
+Elsewhere than on glibc (musl, macOS) both are no-ops.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import time
+
+M_ARENA_MAX = -8  # glibc malloc.h
+M_MMAP_THRESHOLD = -3
+MMAP_THRESHOLD = 128 * 1024  # glibc's own starting value
+
+
+def _libc() -> ctypes.CDLL | None:
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+    except OSError:
+        return None
+    return libc if libc is not None and hasattr(libc, "malloc_trim") and hasattr(libc, "mallopt") else None
+
+
+_LIBC = _libc()
+
+
+def configure() -> bool:
+    """Set glibc's malloc options for the webhook; False where there is no glibc."""
+    if _LIBC is None:
+        return False
+    return bool(_LIBC.mallopt(M_ARENA_MAX, 2)) and bool(_LIBC.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD))
+
+
+def trim() -> bool:
+    """Give free heap memory back to the system now; False where there is no glibc."""
+    return _LIBC is not None and bool(_LIBC.malloc_trim(0))
+
+
+class Trimmer:
+    """Decides when to trim, from the number of open connections seen at each tick."""
+
+    def __init__(self, drop: int = 64, every: float = 5.0, clock=time.monotonic) -> None:
+        self.drop, self.every, self.clock = drop, every, clock
+        self.peak = 0
+        self.last = clock()
+        self.trims = 0
+
+    def tick(self, connections: int) -> bool:
+        self.peak = max(self.peak, connections)
+        if self.peak - connections < self.drop or self.clock() - self.last < self.every:
+            return False
+        trim()
+        self.trims += 1
+        self.peak, self.last = connections, self.clock()
+        return True
