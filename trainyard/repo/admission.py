@@ -71,7 +71,7 @@ def resource_of(kind: str) -> str:
     return _PLURALS.get(kind) or (kind.lower() + ("es" if kind.endswith("s") else "s"))
 
 
-def request_for(doc: dict, labels: dict[str, dict[str, str]]) -> vap.Request:
+def request_for(doc: dict, labels: dict[str, dict[str, str]]) -> vap.MatchRequest:
     """The CREATE of ``doc`` (its namespace, ``default`` when unset, as the API server fills it in)."""
     api_version = str(doc.get("apiVersion", ""))
     group, _, version = api_version.rpartition("/")
@@ -82,7 +82,7 @@ def request_for(doc: dict, labels: dict[str, dict[str, str]]) -> vap.Request:
         meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
         ns = str(meta.get("namespace") or "default")
         ns_labels = labels.get(ns, {NAME_LABEL: ns})
-    return vap.Request(resource=resource_of(kind), group=group, version=version, namespace_labels=ns_labels)
+    return vap.MatchRequest(resource=resource_of(kind), group=group, version=version, namespace_labels=ns_labels)
 
 
 def evaluate(bound: list[Bound], doc: dict, labels: dict[str, dict[str, str]]) -> list[str]:

@@ -113,7 +113,7 @@ def check_namespace(ctx: ClusterCheck, ns: str, labels: Labels, bound: list[admi
         ctx.err(where, f"namespace {ns}, where job folders deploy, is created by no Application of this cluster")
         return
     for policy, resource in ((podsecurity.NAME, "pods"), (SERVICES_POLICY, "services")):
-        request = vap.Request(resource=resource, namespace_labels=ns_labels)
+        request = vap.MatchRequest(resource=resource, namespace_labels=ns_labels)
         probe = {"apiVersion": "v1", "metadata": {"name": "probe", "namespace": ns}}
         found = [b for b in bound if b.name == policy]
         if not any(vap.binding_applies(b.policy.doc, b.binding.doc, probe, request) and vap.denies(b.binding.doc)
