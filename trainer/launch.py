@@ -221,7 +221,8 @@ def main(opts: argparse.Namespace, train_args: Sequence[str], env: Mapping[str, 
     env = os.environ if env is None else env
     # Refuse train arguments here, once, with exit 2: in the workers each rank would print the error
     # and torchrun would restart the group on it until --max-restarts is spent.
-    options.parse(train_args, prog="trainyard launch: train arguments (after --)")
+    prog = "trainyard launch: train arguments (after --)"
+    cfg = options.parse(train_args, prog=prog)
     the_plan = plan(
         env,
         train_args,
@@ -229,6 +230,13 @@ def main(opts: argparse.Namespace, train_args: Sequence[str], env: Mapping[str, 
         max_restarts=opts.max_restarts,
         local_addr=opts.local_addr,
     )
+    # The world size is known here unless the job is elastic (PET_NNODES min:max) or torchrun picks
+    # the processes per pod (auto|gpu|cpu): then the trainer checks the batch when training starts.
+    nnodes, nproc = world_shape(env, opts.nproc_per_node, gpus=visible_gpus(env))
+    if nnodes.isdigit() and nproc.isdigit():
+        problem = options.batch_problem(cfg, int(nnodes) * int(nproc))
+        if problem:
+            raise UserError(f"{prog}: {problem} ({nnodes} pod(s) x {nproc} process(es) per pod)")
     if opts.dry_run:
         print(the_plan.render())
         return 0

@@ -23,7 +23,7 @@ from trainyard.repo import kustomize, newjob, validate
             name="big", cluster="prod-roce", kind="pytorch", nodes=4, gpus=8, elastic=(2, 8), image_tag="0.2.0"
         ),
         newjob.JobRequest(name="allreduce", cluster="prod-ib", kind="mpi", nodes=3, gpus=8),
-        newjob.JobRequest(name="tfdist", cluster="dev", kind="tf", nodes=3, gpus=1),
+        newjob.JobRequest(name="tfdist", cluster="dev", kind="tf", nodes=2, gpus=1),
     ],
     ids=["trainjob", "trainjob-single-node", "trainjob-roce", "trainjob-ib", "pytorch", "single-node", "elastic",
          "mpi", "tf"],

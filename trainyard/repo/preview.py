@@ -121,17 +121,23 @@ class JobPreview:
 PLATFORM_FOLDERS = ("webhook", "runtimes", "kueue", "namespaces")
 
 
+def platform_resources(repo: Repository, cluster: str) -> list[Resource]:
+    """What ``cluster``'s webhook, runtimes, Kueue and namespaces overlays render."""
+    resources = []
+    for folder in PLATFORM_FOLDERS:
+        path = repo.root / OVERLAYS / cluster / "platform" / folder
+        if folder == "webhook" or kustomize.is_kustomization(path):
+            resources += kustomize.build(repo, path)
+    return resources
+
+
 def load_context(repo: Repository, cluster: str, resources: list[Resource] | None = None) -> Context:
     """Admission on ``cluster``: from its rendered resources, or by building its webhook,
     runtimes and Kueue overlays."""
     from webhook.policy import load_policies
 
     if resources is None:
-        resources = []
-        for folder in PLATFORM_FOLDERS:
-            path = repo.root / OVERLAYS / cluster / "platform" / folder
-            if folder == "webhook" or kustomize.is_kustomization(path):
-                resources += kustomize.build(repo, path)
+        resources = platform_resources(repo, cluster)
     facts = cluster_facts.collect(resources)
     where = f"{OVERLAYS.as_posix()}/{cluster}/platform/webhook"
     if facts.webhook is None or not facts.profile:
