@@ -79,6 +79,25 @@ def test_new_job_cli_writes_a_v1_job_with_kind(repo_copy, capsys, monkeypatch):
     assert "pod cifar1-worker-0: profile tcp" in capsys.readouterr().out
 
 
+def test_the_readme_example_fits_the_dev_cluster(repo_copy, capsys, monkeypatch):
+    """new-job resnet --cluster dev --nodes 2 --gpus 1: its pods together fit the dev quota."""
+    monkeypatch.chdir(repo_copy.root)
+    kustomize.clear_cache()
+    assert main(["new-job", "resnet", "--cluster", "dev", "--nodes", "2", "--gpus", "1"]) == 0, capsys.readouterr()
+    text = (repo_copy.root / "overlays/dev/jobs/resnet/job.yaml").read_text()
+    assert "memory: 64Gi" not in text  # 64Gi per GPU would make two pods of the whole 64Gi quota
+
+
+def test_new_job_names_the_folder_that_failed_before_it(repo_copy, capsys, monkeypatch):
+    monkeypatch.chdir(repo_copy.root)
+    (repo_copy.root / "overlays/dev/jobs/mnist-ddp/job.yaml").write_text("- op: replace\n value: [\n")
+    kustomize.clear_cache()
+    assert main(["new-job", "cifar", "--cluster", "dev", "--nodes", "2", "--gpus", "1"]) == 1
+    err = capsys.readouterr().err
+    assert "overlays/dev/jobs/cifar was written and has no error of its own" in err
+    assert "in overlays/dev/jobs/mnist-ddp/job.yaml, which failed before" in err
+
+
 def test_new_job_refuses_to_overwrite(repo_copy, capsys, monkeypatch):
     monkeypatch.chdir(repo_copy.root)
     assert main(["new-job", "mnist-ddp", "--cluster", "dev", "--nodes", "2", "--gpus", "1"]) == 2

@@ -134,8 +134,9 @@ def size_pods(req: JobRequest, facts: ClusterFacts | None, quotas: list[dict]) -
         quota_gpus = next((hard[k] for k in (f"requests.{GPU}", f"limits.{GPU}") if k in hard), None)
         if quota_gpus is not None and gpus * pods > quota_gpus:
             raise UserError(
-                f"--nodes {req.nodes} x --gpus {req.gpus}: the namespace's quota allows {capacity.show(GPU, quota_gpus)} GPU(s) in all "
-                f"(overlays/{req.cluster}/platform/namespaces); make the job smaller"
+                f"--nodes {req.nodes} x --gpus {req.gpus}: the namespace's quota allows "
+                f"{capacity.show(GPU, quota_gpus)} GPU(s) in all (overlays/{req.cluster}/platform/namespaces); "
+                "make the job smaller"
             )
         for resource in ("cpu", "memory"):
             for k in (resource, f"requests.{resource}", f"limits.{resource}"):
