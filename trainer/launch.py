@@ -83,11 +83,11 @@ def _endpoint(host: str, port: str | int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def _processes(env: Mapping[str, str], given: str | None, notes: list[str]) -> str:
+def _processes(env: Mapping[str, str], given: str | None, notes: list[str], gpus: int | None = None) -> str:
     """Processes per pod: the flag, PET_NPROC_PER_NODE, the GPUs visible, else 1."""
     nproc = given or (env.get("PET_NPROC_PER_NODE") or "").strip()
     if not nproc:
-        gpus = visible_gpus(env)
+        gpus = visible_gpus(env) if gpus is None else gpus
         nproc = str(gpus or 1)
         notes.append(f"{nproc} process(es) per pod: {'one per visible GPU' if gpus else 'no GPU visible'}")
     if not (nproc.isdigit() and int(nproc) > 0) and nproc not in ("auto", "gpu", "cpu", "xpu"):
@@ -144,6 +144,14 @@ def _rendezvous(env: Mapping[str, str], nnodes: str, notes: list[str]) -> tuple[
         + ("this pod hosts the store" if is_host else "the pod of node rank 0 hosts the store")
     )
     return argv, addr
+
+
+def world_shape(env: Mapping[str, str], nproc_per_node: str | None = None, *, gpus: int) -> tuple[str, str]:
+    """(pods, processes per pod) as launch gives them to torchrun (``--nnodes``, ``--nproc-per-node``)
+    in a pod with environment ``env`` that sees ``gpus`` GPUs: what a check before the pod exists
+    (trainyard validate) needs. Raises UserError where launch would."""
+    notes: list[str] = []
+    return _nodes(env, notes), _processes(env, nproc_per_node, notes, gpus)
 
 
 def plan(
@@ -213,7 +221,8 @@ def main(opts: argparse.Namespace, train_args: Sequence[str], env: Mapping[str, 
     env = os.environ if env is None else env
     # Refuse train arguments here, once, with exit 2: in the workers each rank would print the error
     # and torchrun would restart the group on it until --max-restarts is spent.
-    options.parse(train_args, prog="trainyard launch: train arguments (after --)")
+    prog = "trainyard launch: train arguments (after --)"
+    cfg = options.parse(train_args, prog=prog)
     the_plan = plan(
         env,
         train_args,
@@ -221,6 +230,13 @@ def main(opts: argparse.Namespace, train_args: Sequence[str], env: Mapping[str, 
         max_restarts=opts.max_restarts,
         local_addr=opts.local_addr,
     )
+    # The world size is known here unless the job is elastic (PET_NNODES min:max) or torchrun picks
+    # the processes per pod (auto|gpu|cpu): then the trainer checks the batch when training starts.
+    nnodes, nproc = world_shape(env, opts.nproc_per_node, gpus=visible_gpus(env))
+    if nnodes.isdigit() and nproc.isdigit():
+        problem = options.batch_problem(cfg, int(nnodes) * int(nproc))
+        if problem:
+            raise UserError(f"{prog}: {problem} ({nnodes} pod(s) x {nproc} process(es) per pod)")
     if opts.dry_run:
         print(the_plan.render())
         return 0

@@ -20,7 +20,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-from trainer import PROCESS_STARTED, distributed, models
+from trainer import PROCESS_STARTED, distributed, models, options
 from trainer import data as datasets
 from trainer.checkpoint import Checkpointer, Progress, Saved
 from trainer.options import TrainConfig
@@ -82,13 +82,10 @@ class Trainer:
         self.world = world
         self.log = log
         self.nccl_log = nccl_log
-        micro_total = world.world_size * cfg.grad_accum
-        if cfg.batch_size % micro_total:
-            raise UserError(
-                f"--batch-size {cfg.batch_size} does not divide into {world.world_size} rank(s) x --grad-accum "
-                f"{cfg.grad_accum}; use a multiple of {micro_total}"
-            )
-        self.micro = cfg.batch_size // micro_total
+        problem = options.batch_problem(cfg, world.world_size)
+        if problem:
+            raise UserError(problem)
+        self.micro = cfg.batch_size // (world.world_size * cfg.grad_accum)
         on_gpu = world.device.type == "cuda"
         bf16 = cfg.precision == "bf16" or (cfg.precision == "auto" and on_gpu)
         if bf16 and not on_gpu:

@@ -176,6 +176,18 @@ class _RefusingParser(argparse.ArgumentParser):
         raise UserError(f"{self.prog}: {message} (see `trainyard train --help`)")
 
 
+def batch_problem(cfg: TrainConfig, world_size: int) -> str | None:
+    """Why the GLOBAL ``--batch-size`` cannot be split over ``world_size`` ranks x ``--grad-accum``
+    micro-steps, None when it can."""
+    micro_total = world_size * cfg.grad_accum
+    if cfg.batch_size % micro_total == 0:
+        return None
+    return (
+        f"--batch-size {cfg.batch_size} does not divide into {world_size} rank(s) x --grad-accum "
+        f"{cfg.grad_accum}; use a multiple of {micro_total}"
+    )
+
+
 def parse(argv: Sequence[str], prog: str = "trainyard train") -> TrainConfig:
     """The configuration ``train`` would make of ``argv``; a UserError where train would refuse them
     (what depends on the world size, such as --batch-size, is checked when training starts)."""

@@ -171,6 +171,7 @@ def test_launch_env_error_is_clean():
         (["--max-steps", "x"], "argument --max-steps: invalid int value: 'x'"),
         (["--keep", "1"], "--keep 1: keep at least 2 checkpoints"),
         (["--modle", "tiny"], "unrecognized arguments: --modle tiny"),
+        (["--batch-size", "3"], "--batch-size 3 does not divide into 2 rank(s) x --grad-accum 1; use a multiple of 2"),
     ],
 )
 def test_bad_train_arguments_fail_fast_once_with_exit_2(tmp_path, train_args, message):

@@ -23,7 +23,7 @@ from trainyard.repo import kustomize, newjob, validate
             name="big", cluster="prod-roce", kind="pytorch", nodes=4, gpus=8, elastic=(2, 8), image_tag="0.2.0"
         ),
         newjob.JobRequest(name="allreduce", cluster="prod-ib", kind="mpi", nodes=3, gpus=8),
-        newjob.JobRequest(name="tfdist", cluster="dev", kind="tf", nodes=3, gpus=1),
+        newjob.JobRequest(name="tfdist", cluster="dev", kind="tf", nodes=2, gpus=1),
     ],
     ids=["trainjob", "trainjob-single-node", "trainjob-roce", "trainjob-ib", "pytorch", "single-node", "elastic",
          "mpi", "tf"],
@@ -77,6 +77,25 @@ def test_new_job_cli_writes_a_v1_job_with_kind(repo_copy, capsys, monkeypatch):
     kustomize.clear_cache()
     assert main(["new-job", "cifar1", "--cluster", "dev", "--kind", "pytorch", "--nodes", "2", "--gpus", "1"]) == 0
     assert "pod cifar1-worker-0: profile tcp" in capsys.readouterr().out
+
+
+def test_the_readme_example_fits_the_dev_cluster(repo_copy, capsys, monkeypatch):
+    """new-job resnet --cluster dev --nodes 2 --gpus 1: its pods together fit the dev quota."""
+    monkeypatch.chdir(repo_copy.root)
+    kustomize.clear_cache()
+    assert main(["new-job", "resnet", "--cluster", "dev", "--nodes", "2", "--gpus", "1"]) == 0, capsys.readouterr()
+    text = (repo_copy.root / "overlays/dev/jobs/resnet/job.yaml").read_text()
+    assert "memory: 64Gi" not in text  # 64Gi per GPU would make two pods of the whole 64Gi quota
+
+
+def test_new_job_names_the_folder_that_failed_before_it(repo_copy, capsys, monkeypatch):
+    monkeypatch.chdir(repo_copy.root)
+    (repo_copy.root / "overlays/dev/jobs/mnist-ddp/job.yaml").write_text("- op: replace\n value: [\n")
+    kustomize.clear_cache()
+    assert main(["new-job", "cifar", "--cluster", "dev", "--nodes", "2", "--gpus", "1"]) == 1
+    err = capsys.readouterr().err
+    assert "overlays/dev/jobs/cifar was written and has no error of its own" in err
+    assert "in overlays/dev/jobs/mnist-ddp/job.yaml, which failed before" in err
 
 
 def test_new_job_refuses_to_overwrite(repo_copy, capsys, monkeypatch):

@@ -74,7 +74,7 @@ def test_llama_finetune_is_elastic(report):
         "PET_NPROC_PER_NODE": "8",
         "PET_RDZV_ENDPOINT": "llama-finetune-worker-0:23456",
         "PET_RDZV_BACKEND": "c10d",
-        "PET_NNODES": "2:8",
+        "PET_NNODES": "2:4",
         "PET_MAX_RESTARTS": "10",
     }
     # no Master: no MASTER_ADDR/RANK, no init container, no master role

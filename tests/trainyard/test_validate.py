@@ -45,7 +45,7 @@ def _assert_one(errors: list[str], *fragments: str) -> None:
 
 def test_bad_yaml_names_the_job_folder(repo_copy):
     (repo_copy.root / MNIST_PATCH).write_text("- op: replace\n  path: /metadata/name\n value: x\n  oops: [\n")
-    _assert_one(_validate(repo_copy), MNIST, "kustomize build failed", "job.yaml")
+    _assert_one(_validate(repo_copy), f"{MNIST_PATCH}:3:", "not valid YAML")
 
 
 def test_unknown_profile_names_the_webhook_overlay(repo_copy):
@@ -315,7 +315,12 @@ def test_a_service_named_like_a_trainjob_is_refused(repo_copy):
     )
     edit(repo_copy, f"{SMOKE}/kustomization.yaml", "  - ../../../../base/jobs/trainjob\n",
          "  - ../../../../base/jobs/trainjob\n  - service.yaml\n")  # fmt: skip
-    _assert_one(_validate(repo_copy), SMOKE, "has the name of this TrainJob", "headless Service")
+    _assert_one(
+        _validate(repo_copy),
+        f"{SMOKE}/service.yaml",
+        "the Service the controllers create for TrainJob",
+        "headless Service",
+    )
 
 
 def test_force_replace_on_a_trainjob_is_a_warning(repo_copy):
@@ -349,7 +354,7 @@ def test_remote_resources_in_a_job_folder_are_not_treated_as_upstream(repo_copy)
     remote = "https://raw.githubusercontent.com/example/x/v1/job.yaml"
     base = "  - ../../../../base/jobs/trainjob\n"
     edit(repo_copy, f"{SMOKE}/kustomization.yaml", base, f"{base}  - {remote}\n")
-    _assert_one(_validate(repo_copy), SMOKE, "kustomize build failed")
+    _assert_one(_validate(repo_copy), f"{SMOKE}/kustomization.yaml:9:", "fetched from the network", "remote base")
 
 
 def test_a_moving_image_pin_on_a_remote_manifest(repo_copy):

@@ -1,7 +1,10 @@
-"""Kubernetes rules trainyard applies in more than one place: name patterns and ``$(VAR)`` expansion.
+"""Kubernetes rules trainyard applies in more than one place: name patterns, label and annotation
+limits, and ``$(VAR)`` expansion.
 
 Patterns follow k8s.io/apimachinery/pkg/util/validation/validation.go (IsDNS1123Label,
-IsDNS1123Subdomain, IsDNS1035Label, IsCIdentifier-like env names); expansion follows
+IsDNS1123Subdomain, IsDNS1035Label, IsCIdentifier-like env names); labels and annotations follow
+kubernetes/apimachinery@v0.36.3 pkg/api/validate/content/kube.go (IsLabelKey, label values) and
+pkg/api/validation/objectmeta.go (ValidateAnnotations, TotalAnnotationSizeLimitB); expansion follows
 kubernetes/kubernetes third_party/forked/golang/expansion/expand.go (Expand, tryReadVariableName).
 """
 
@@ -18,9 +21,12 @@ DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
 # validation.go IsQualifiedName: [prefix/]name, prefix a DNS-1123 subdomain, name at most 63
 # characters of "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]" (label keys, toleration keys, resource
-# names, topology keys)
+# names, topology keys); label values are empty or that format, LabelValueMaxLength 63.
 QUALIFIED_NAME_PART = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 QUALIFIED_NAME_MAX = 63
+LABEL_VALUE_MAX = 63
+# objectmeta.go: TotalAnnotationSizeLimitB = 256 * (1 << 10), the sum of len(key) + len(value) in bytes
+ANNOTATIONS_MAX_BYTES = 256 * 1024
 
 
 def is_dns1123_label(value: object) -> bool:
@@ -39,13 +45,39 @@ def is_dns1035_label(value: object) -> bool:
     return isinstance(value, str) and len(value) <= DNS1123_LABEL_MAX and DNS1035_LABEL.fullmatch(value) is not None
 
 
-def is_qualified_name(value: object) -> bool:
-    if not isinstance(value, str):
-        return False
-    prefix, slash, name = value.rpartition("/")
+def qualified_name_problem(key: str) -> str | None:
+    """Why ``key`` is not a label key (a qualified name: ``[prefix/]name``), None if it is. Annotation
+    keys follow the same rule, lower-cased first (ValidateAnnotations)."""
+    prefix, slash, name = key.rpartition("/")
+    if slash and (not prefix or "/" in prefix):
+        return f"{key[:80]!r} is not a qualified name: at most one '/', with a prefix before it"
+    if not name or len(name) > QUALIFIED_NAME_MAX or QUALIFIED_NAME_PART.fullmatch(name) is None:
+        return (
+            f"{key[:80]!r}: the name part must be 1 to {QUALIFIED_NAME_MAX} characters, alphanumerics, '-', '_' "
+            "or '.', starting and ending with an alphanumeric"
+        )
     if slash and not is_dns1123_subdomain(prefix):
-        return False
-    return len(name) <= QUALIFIED_NAME_MAX and QUALIFIED_NAME_PART.fullmatch(name) is not None
+        return f"{key[:80]!r}: the prefix must be a DNS-1123 subdomain of at most {DNS1123_SUBDOMAIN_MAX} characters"
+    return None
+
+
+def is_qualified_name(value: object) -> bool:
+    return isinstance(value, str) and qualified_name_problem(value) is None
+
+
+def label_value_problem(value: str) -> str | None:
+    """Why ``value`` cannot be a label value, None if it can."""
+    if value == "" or (len(value) <= LABEL_VALUE_MAX and QUALIFIED_NAME_PART.fullmatch(value) is not None):
+        return None
+    return (
+        f"label value {value[:80]!r}{'...' if len(value) > 80 else ''} ({len(value)} characters): at most "
+        f"{LABEL_VALUE_MAX}, alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"
+    )
+
+
+def annotations_size(annotations: dict) -> int:
+    """What counts against the 256 KiB annotation limit: the bytes of every key and value."""
+    return sum(len(str(k).encode()) + len(str(v).encode()) for k, v in annotations.items())
 
 
 def name_problem(name: object) -> str | None:

@@ -84,3 +84,5 @@ SHM_VOLUME = "trainyard-shm"  # the memory-backed emptyDir mounted at SHM_PATH
 
 # The shared trainer image's repository (policies/*.yaml list it in trainerImages).
 TRAINER_REPOSITORY = "registry.example.com/ml/trainer"
+# The trainer image's ENTRYPOINT (trainer/Dockerfile): a container that sets no command runs it with its args.
+TRAINER_ENTRYPOINT = ("trainyard", "launch")

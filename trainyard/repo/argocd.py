@@ -7,9 +7,14 @@ repository uses, and refuses (with a message) the parts it does not emulate inst
   one-time bootstrap applies and what the root Application syncs afterwards.
 - ``Application`` (argoproj.io/v1alpha1): ``spec.source.repoURL`` equal to this repository (see
   :mod:`trainyard.repo.repository`) is followed: ``spec.source.path`` is rendered as Argo CD's repo
-  server does: a folder with a kustomization is built with kustomize; a folder with Chart.yaml
-  would be Helm (not emulated); any other folder is a directory of ``*.yaml``/``*.yml``/
-  ``*.json`` manifests (``directory.recurse``, ``directory.include``/``exclude``). Resources
+  server does: ``.argocd-source.yaml``/``.argocd-source-<app>.yaml`` in the folder (merged into the
+  source before the tool is chosen) are not emulated and refused; a folder with a file whose name
+  ends in ``Chart.yaml`` would be Helm (not emulated); a folder with a kustomization is built with
+  kustomize; any other folder is a directory of ``*.yaml``/``*.yml``/``*.json`` manifests
+  (``directory.recurse``, ``directory.include``/``exclude``; one object per JSON file; files
+  holding ``+argocd:skip-file-rendering`` skipped; ``*.jsonnet``, which Argo CD evaluates, refused).
+  A job folder (an ApplicationSet's Application) is first checked on its raw files
+  (:mod:`trainyard.repo.jobfolder`) and not built at all when that refuses it. Resources
   without a namespace get ``spec.destination.namespace``. Applications and ApplicationSets
   found among the rendered resources are followed in turn (app of apps); a path already
   rendered (the root app managing itself) is not rendered twice. Other sources (Helm charts,
@@ -46,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from trainyard.contract.errors import UserError
-from trainyard.repo import gotemplate, kustomize
+from trainyard.repo import gotemplate, jobfolder, kustomize
 from trainyard.repo.problems import Problem, error, warning
 from trainyard.repo.rendered import CLUSTER_SCOPED, Resource, sync_wave
 from trainyard.repo.repository import CLUSTERS, Repository
@@ -67,6 +72,7 @@ KIND_ORDER = [
 _KIND_RANK = {k: i - len(KIND_ORDER) for i, k in enumerate(KIND_ORDER)}
 _PHASE_RANK = {"PreSync": -1, "Sync": 0, "PostSync": 1, "SyncFail": 2}
 HOOK_ANNOTATION = "argocd.argoproj.io/hook"
+SKIP_MARKER = "+argocd:skip-file-rendering"  # reposerver/repository/repository.go skipFileRenderingMarker
 WAVE_ANNOTATION = "argocd.argoproj.io/sync-wave"
 
 
@@ -348,7 +354,7 @@ def _directory_files(folder: Path, directory: dict) -> list[Path]:
     exclude = directory.get("exclude")
     out = []
     for f in files:
-        if not f.is_file() or f.suffix not in (".yaml", ".yml", ".json"):
+        if not f.is_file() or f.suffix not in (".yaml", ".yml", ".json", ".jsonnet"):
             continue
         rel = f.relative_to(folder).as_posix()
         if include and not _glob_any(str(include), rel):
@@ -380,19 +386,33 @@ def render_source(repo: Repository, app: Application) -> tuple[str, list[Resourc
     folder = (repo.root / path).resolve()
     if not folder.is_dir() or repo.root not in (folder, *folder.parents):
         raise ArgoError(f"{where}: {what}: spec.source.path {path!r} is not a folder of this repository")
-    if kustomize.is_kustomization(folder):
+    overrides = sorted(f.name for f in folder.glob(".argocd-source*.yaml") if f.is_file())
+    if overrides:  # repository.go mergeSourceParameters: merged into the source before the tool is chosen
+        raise ArgoError(
+            f"{where}: {what}: {path}/{overrides[0]} overrides the Application's source (tool, plugin, kustomize or "
+            "directory settings), which trainyard render does not emulate; put the settings in the folder's files"
+        )
+    charts = sorted(f.name for f in folder.iterdir() if f.name.endswith("Chart.yaml") and f.is_file())
+    if kustomize.is_kustomization(folder) and not charts:
         if src.get("directory"):
             raise ArgoError(f"{where}: {what}: spec.source.directory is set but {path} is a kustomization")
         resources = kustomize.build(repo, folder)
-    elif (folder / "Chart.yaml").is_file():
-        raise ArgoError(f"{where}: {what}: {path} is a Helm chart; Helm sources are not emulated")
+    elif charts:  # discovery.go: a file whose name ends in Chart.yaml makes the folder a Helm chart
+        raise ArgoError(f"{where}: {what}: {path} is a Helm chart ({charts[0]}); Helm sources are not emulated")
     else:
         directory = src.get("directory") if isinstance(src.get("directory"), dict) else {}
         resources = []
         for f in _directory_files(folder, directory):
             rel = repo.rel(f)
             text = f.read_text(encoding="utf-8")
-            for doc in kustomize.load_documents(text, rel):
+            if SKIP_MARKER in text:  # repository.go: such a file is not rendered
+                continue
+            if f.suffix == ".jsonnet":
+                raise ArgoError(f"{where}: {what}: {rel}: Jsonnet is rendered by Argo CD, not emulated by trainyard")
+            docs = kustomize.load_documents(text, rel)
+            if f.suffix == ".json" and len(docs) > 1:
+                raise ArgoError(f"{where}: {what}: {rel}: Argo CD allows one object per JSON file")
+            for doc in docs:
                 resources.append(Resource(doc=doc, origin=rel, source=path))
     dest_ns = app.destination.get("namespace")
     for r in resources:
@@ -470,6 +490,11 @@ def render_cluster(repo: Repository, cluster: str, *, workers: int = 8) -> Clust
                     ar.self_reference = True
                     continue
                 seen_paths.add(path)
+                if app.generated_by:  # a job folder: untrusted, checked on its raw files before kustomize runs
+                    refused = jobfolder.scan(repo, repo.root / path)
+                    if refused:
+                        problems += [error(p.where, p.message, app.resource.describe()) for p in refused]
+                        continue
                 remote = kustomize.remote_parts(repo, repo.root / path) if not app.generated_by else None
                 if remote is not None and remote.urls:
                     # Argo CD's repo server fetches these when it builds the folder; offline they are
@@ -492,6 +517,15 @@ def render_cluster(repo: Repository, cluster: str, *, workers: int = 8) -> Clust
             for ar, fut in jobs:
                 try:
                     _, ar.resources = fut.result()
+                except kustomize.KustomizeError as exc:
+                    located = jobfolder.locate_patch_failure(repo, repo.root / ar.path) if ar.app.generated_by else []
+                    kustomize_says = re.sub(r"^.*recursed accumulation of path '[^']*': ", "", _strip_where(str(exc)))
+                    for p in located:
+                        problems.append(error(p.where, f"{p.message} (kustomize: {kustomize_says})",
+                                              ar.app.resource.describe()))  # fmt: skip
+                    if not located:
+                        problems.append(error(ar.path or ar.app.where(), kustomize_says, ar.app.resource.describe()))
+                    continue
                 except UserError as exc:
                     problems.append(
                         error(

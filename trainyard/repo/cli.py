@@ -191,10 +191,18 @@ def _new_job(args: argparse.Namespace) -> int:
         if jp.job.source == folder:
             sys.stdout.write("\n" + preview.format_job(jp))
     errors = report.errors()
-    if errors:
+    # An error is the new folder's when it points into it; the rest were there before it was written.
+    own = [p for p in errors if p.where == folder or p.where.startswith(f"{folder}/")]
+    others = sorted({p.where.split(":")[0] for p in errors if p not in own})
+    if own:
         raise validate.ValidationFailed(
-            f"{folder} was written but cluster {req.cluster} does not validate ({len(errors)} error(s) above); "
+            f"{folder} was written but does not validate on cluster {req.cluster} ({len(own)} error(s) above); "
             "fix the folder or delete it"
+        )
+    if others:
+        raise validate.ValidationFailed(
+            f"{folder} was written and has no error of its own, but cluster {req.cluster} does not validate: "
+            f"{len(errors)} error(s) above in {', '.join(others)}, which failed before {folder} was written"
         )
     print(f"\ncluster {req.cluster} validates with {folder}; commit it and open a pull request")
     return 0

@@ -2,6 +2,8 @@
 
 - ``base/runtimes/<profile>/``: the ClusterTrainingRuntime of each FabricProfile in policies/
   (:mod:`trainyard.repo.runtimes`);
+- ``base/pod-security/``: the job namespaces' pod security policy, Pod Security baseline plus what
+  the fabric profiles add (:mod:`trainyard.repo.podsecurity`);
 - ``overlays/<cluster>/platform/kueue/``: each cluster's Kueue Topology, ResourceFlavors,
   ClusterQueue and LocalQueue, from ``clusters/<cluster>/cluster.yaml`` (:mod:`trainyard.repo.kueue`).
 
@@ -15,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainyard.repo import cluster_facts, declared, kueue, runtimes
+from trainyard.repo import cluster_facts, declared, kueue, podsecurity, runtimes
 from trainyard.repo.repository import OVERLAYS, POLICIES, Repository
 
 RUNTIMES = Path("base/runtimes")
@@ -59,6 +61,9 @@ def expected(repo: Repository) -> list[Generated]:
         folder = f"{RUNTIMES.as_posix()}/{name}"
         out.append(Generated(f"{folder}/{RUNTIME_FILE}", runtimes.render(policies.get(name), source), source))
         out.append(Generated(f"{folder}/kustomization.yaml", _kustomization(RUNTIME_FILE, source), source))
+    source = f"{POLICIES.as_posix()}/"
+    out.append(Generated(f"{podsecurity.FOLDER}/{podsecurity.FILE}", podsecurity.render(policies, source), source))
+    out.append(Generated(f"{podsecurity.FOLDER}/kustomization.yaml", _kustomization(podsecurity.FILE, source), source))
     for cluster in repo.clusters():
         facts = declared.load(repo, cluster)
         source = f"clusters/{cluster}/{declared.FILE}"
@@ -72,7 +77,11 @@ def expected(repo: Repository) -> list[Generated]:
 def _generated_on_disk(repo: Repository) -> list[str]:
     """Files under the generated folders that say they were generated."""
     found = []
-    patterns = [f"{RUNTIMES.as_posix()}/*/*.yaml", f"{OVERLAYS.as_posix()}/*/platform/kueue/*.yaml"]
+    patterns = [
+        f"{RUNTIMES.as_posix()}/*/*.yaml",
+        f"{podsecurity.FOLDER}/*.yaml",
+        f"{OVERLAYS.as_posix()}/*/platform/kueue/*.yaml",
+    ]
     for pattern in patterns:
         for path in sorted(repo.root.glob(pattern)):
             try:

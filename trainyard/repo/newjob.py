@@ -13,12 +13,16 @@ import json
 import re
 import shlex
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 
+from trainer import options
 from trainyard.contract.errors import UserError
 from trainyard.contract.k8s import is_dns1035_label
 from trainyard.contract.names import TRAINER_REPOSITORY, TRAINING_OPERATOR_JOB_LABEL
-from trainyard.repo import runtimes, trainjob
+from trainyard.repo import capacity, declared, runtimes, trainjob
+from trainyard.repo.cluster_facts import TRAINING_NAMESPACE
+from trainyard.repo.declared import ClusterFacts
 from trainyard.repo.repository import OVERLAYS, Repository
 from trainyard.repo.training_operator import REPLICA_TYPE_LABEL
 
@@ -40,6 +44,8 @@ class JobRequest:
     image_tag: str | None = None
     trainer_args: list[str] = field(default_factory=list)
     fabric: str | None = None  # TrainJob: the cluster's default fabric (its runtime is trainyard-<fabric>)
+    cpu: int | None = None  # per pod; None: sized to the cluster (:func:`size_pods`)
+    memory_gi: int | None = None
 
 
 def parse_elastic(text: str) -> tuple[int, int]:
@@ -105,9 +111,46 @@ def _list(items: list[str], indent: str) -> str:
     return "".join(f"\n{indent}- {_q(i)}" for i in items)
 
 
-def _resources(gpus: int, indent: str) -> str:
-    cpu = max(4, 8 * gpus)
-    memory = max(16, 64 * gpus)
+GPU = "nvidia.com/gpu"
+GI = 1 << 30
+
+
+def size_pods(req: JobRequest, facts: ClusterFacts | None, quotas: list[dict]) -> None:
+    """Give each pod of ``req`` 8 CPUs and 64Gi per GPU (at least 4 and 16Gi), no more than the
+    largest node with enough GPUs holds, and the job no more than its namespace's quotas allow;
+    a UserError when even the GPUs do not fit (validate would refuse the job)."""
+    cpu, memory = Decimal(max(4, 8 * req.gpus)), Decimal(max(16, 64 * req.gpus) * GI)
+    gpus, pods = Decimal(req.gpus), Decimal(req.nodes)
+    where = f"clusters/{req.cluster}/cluster.yaml"
+    if facts is not None:
+        pools = [p for p in facts.spec.node_pools if p.amount(GPU) >= gpus]
+        if not pools:
+            most = max((p.amount(GPU) for p in facts.spec.node_pools), default=Decimal(0))
+            raise UserError(f"--gpus {req.gpus}: no node of cluster {req.cluster} has that many ({where}: at most "
+                            f"{most} per node); use more --nodes with fewer --gpus each")  # fmt: skip
+        cpu = min(cpu, max(p.amount("cpu") for p in pools))
+        memory = min(memory, max(p.amount("memory") for p in pools))
+    for hard in quotas:
+        quota_gpus = next((hard[k] for k in (f"requests.{GPU}", f"limits.{GPU}") if k in hard), None)
+        if quota_gpus is not None and gpus * pods > quota_gpus:
+            raise UserError(
+                f"--nodes {req.nodes} x --gpus {req.gpus}: the namespace's quota allows "
+                f"{capacity.show(GPU, quota_gpus)} GPU(s) in all (overlays/{req.cluster}/platform/namespaces); "
+                "make the job smaller"
+            )
+        for resource in ("cpu", "memory"):
+            for k in (resource, f"requests.{resource}", f"limits.{resource}"):
+                if k in hard:
+                    share = hard[k] / pods
+                    cpu, memory = (min(cpu, share), memory) if resource == "cpu" else (cpu, min(memory, share))
+    req.cpu = req.cpu or max(1, int(cpu))
+    req.memory_gi = req.memory_gi or max(1, int(memory // GI))
+
+
+def _resources(req: JobRequest, indent: str) -> str:
+    gpus = req.gpus
+    cpu = req.cpu or max(4, 8 * gpus)
+    memory = req.memory_gi or max(16, 64 * gpus)
     lines = [f"{indent}limits:"]
     if gpus:
         lines.append(f"{indent}  nvidia.com/gpu: {gpus}")
@@ -119,6 +162,11 @@ def trainer_args(req: JobRequest) -> list[str]:
     args = list(req.trainer_args) or list(DEFAULT_TRAINER_ARGS)
     if "--checkpoint-dir" not in args and not any(a.startswith("--checkpoint-dir=") for a in args):
         args += ["--checkpoint-dir", f"/checkpoints/{req.name}"]
+    if not req.trainer_args:  # the global batch the trainer defaults to, rounded up to divide by the ranks
+        ranks = req.nodes * max(req.gpus, 1)
+        batch = options.parse(args).batch_size
+        if batch % ranks:
+            args += ["--batch-size", str((batch + ranks - 1) // ranks * ranks)]
     return args
 
 
@@ -143,7 +191,7 @@ def job_patch(req: JobRequest) -> str:
         ops.append(_op("replace", "/spec/runtimeRef/name", runtimes.runtime_name(req.fabric)))
         trainer = (
             f"\n    numNodes: {req.nodes}\n    numProcPerNode: {procs}"
-            f"\n    args:{_list(['--', *args], '      ')}\n    resourcesPerNode:{_resources(req.gpus, '      ')}"
+            f"\n    args:{_list(['--', *args], '      ')}\n    resourcesPerNode:{_resources(req, '      ')}"
         )
         if req.image_tag:
             trainer += f"\n    image: {_q(f'{TRAINER_IMAGE}:{req.image_tag}')}"
@@ -169,7 +217,7 @@ def job_patch(req: JobRequest) -> str:
         else:
             ops.append(_op("replace", f"{specs}/Worker/replicas", str(req.nodes - 1)))
             types = ["Master", "Worker"]
-        ops += _container_ops(specs, types, ["--", *args], req.gpus)
+        ops += _container_ops(specs, types, ["--", *args], req)
     elif req.kind == "tf":
         specs = "/spec/tfReplicaSpecs"
         if req.nodes == 1:
@@ -178,7 +226,7 @@ def job_patch(req: JobRequest) -> str:
         else:
             ops.append(_op("replace", f"{specs}/Worker/replicas", str(req.nodes - 1)))
             types = ["Chief", "Worker"]
-        ops += _container_ops(specs, types, ["--", *args], req.gpus)
+        ops += _container_ops(specs, types, ["--", *args], req)
     else:
         specs = "/spec/mpiReplicaSpecs"
         ranks = req.nodes * procs
@@ -192,11 +240,11 @@ def job_patch(req: JobRequest) -> str:
         launcher = ["-np", str(ranks), "--bind-to", "none", "--map-by", "slot", "sh", "-c", script]
         ops.append(_op("add", f"{specs}/Launcher/template/spec/containers/0/args", _list(launcher, "    ")))
         ops.append(_op("add", f"{specs}/Worker/template/spec/subdomain", req.name))
-        ops.append(_op("add", f"{specs}/Worker/template/spec/containers/0/resources", _resources(req.gpus, "    ")))
+        ops.append(_op("add", f"{specs}/Worker/template/spec/containers/0/resources", _resources(req, "    ")))
     return head + "".join(ops)
 
 
-def _container_ops(specs: str, types: list[str], args: list[str], gpus: int) -> list[str]:
+def _container_ops(specs: str, types: list[str], args: list[str], req: JobRequest) -> list[str]:
     ops = []
     for i, rtype in enumerate(types):
         base = f"{specs}/{rtype}/template/spec/containers/0"
@@ -204,7 +252,7 @@ def _container_ops(specs: str, types: list[str], args: list[str], gpus: int) -> 
             anchor_args = "&args" if len(types) > 1 else ""
             anchor_res = "&resources" if len(types) > 1 else ""
             ops.append(_op("add", f"{base}/args", anchor_args + _list(args, "    ")))
-            ops.append(_op("add", f"{base}/resources", anchor_res + _resources(gpus, "    ")))
+            ops.append(_op("add", f"{base}/resources", anchor_res + _resources(req, "    ")))
         else:
             ops.append(_op("add", f"{base}/args", "*args"))
             ops.append(_op("add", f"{base}/resources", "*resources"))
@@ -260,10 +308,14 @@ def service(req: JobRequest) -> str:
 def create(repo: Repository, req: JobRequest) -> list[Path]:
     """Write the job folder; return the files written (the caller validates the cluster)."""
     folder = check_request(repo, req)
-    if req.kind == "trainjob" and req.fabric is None:  # the runtime of the fabric the cluster applies by default
-        from trainyard.repo import preview
+    from trainyard.repo import preview
 
-        req.fabric = preview.load_context(repo, req.cluster).profile
+    resources = preview.platform_resources(repo, req.cluster)
+    if req.kind == "trainjob" and req.fabric is None:  # the runtime of the fabric the cluster applies by default
+        req.fabric = preview.load_context(repo, req.cluster, resources).profile
+    quotas = [capacity.quota_hard(r.doc) for r in resources
+              if r.kind == "ResourceQuota" and not r.group and r.namespace == TRAINING_NAMESPACE]  # fmt: skip
+    size_pods(req, declared.load(repo, req.cluster), quotas)
     folder.mkdir(parents=True)
     files = {"kustomization.yaml": kustomization(req), "job.yaml": job_patch(req)}
     if req.kind == "mpi":

@@ -8,7 +8,9 @@ pods the Training Operator creates (:mod:`trainyard.repo.training_operator`). Ea
 through the same engine the webhook server runs (``webhook.engine.admit``, patch applied with
 jsonpatch), then checked as kube-apiserver would: the cluster's ValidatingAdmissionPolicy (with
 CEL, :mod:`trainyard.repo.vap`) and the Pod schema (kubernetes-validate, strict). The policy must
-reject the pod before the webhook and admit it after; anything else is reported.
+reject the pod before the webhook and admit it after; anything else is reported. The admitted pod
+then goes through every other ValidatingAdmissionPolicy the cluster binds to its namespace (the
+job namespaces' pod security, :mod:`trainyard.repo.podsecurity`), read from the cluster's render.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ import yaml
 from trainyard.contract.errors import UserError
 from trainyard.contract.names import JOB_LABELS, KUEUE_TOPOLOGY_GATE
 from trainyard.repo import (
+    admission,
     cluster_facts,
+    jobfolder,
     jobset,
     kueue,
     kustomize,
@@ -56,6 +60,8 @@ class Context:
     policy: dict
     runtimes: list[dict] = field(default_factory=list)  # ClusterTrainingRuntimes the cluster installs
     queues: kueue.Queues = field(default_factory=kueue.Queues)
+    bound: list[admission.Bound] = field(default_factory=list)  # other policies (pod security) and bindings
+    namespaces: dict[str, dict[str, str]] = field(default_factory=dict)  # namespace -> labels
 
 
 @dataclass
@@ -71,6 +77,8 @@ class PodPreview:
     vap_before: vap.Verdict | None = None
     vap_after: vap.Verdict | None = None
     schema_errors: list[str] = field(default_factory=list)
+    policies: list[str] = field(default_factory=list)  # the other bound policies that evaluate the admitted pod
+    denied: list[str] = field(default_factory=list)  # '<policy>: <message>' of those that reject it
 
     def problems(self) -> list[str]:
         """What would go wrong at admission, in words."""
@@ -89,6 +97,9 @@ class PodPreview:
                 "it would not catch a webhook outage for this pod"
             )
         out += [f"pod {self.name}: {e}" for e in self.schema_errors]
+        for d in self.denied:
+            policy, _, message = d.partition(": ")
+            out.append(f"the admission policy {policy} rejects it: {message}")
         return out
 
 
@@ -100,12 +111,24 @@ class JobPreview:
     pods: list[PodPreview]
     notes: list[str] = field(default_factory=list)  # what the controllers made, in words
     refused: list[str] = field(default_factory=list)  # why a controller or Kueue would not run it
+    created: list[tuple[str, str]] = field(default_factory=list)  # (kind, name) of what its controllers create
 
     def problems(self) -> list[str]:
         return [*self.refused, *(p for pod in self.pods for p in pod.problems())]
 
 
-PLATFORM_FOLDERS = ("webhook", "runtimes", "kueue")  # overlays/<cluster>/platform/<folder> (base/apps/platform.yaml)
+# overlays/<cluster>/platform/<folder> (base/apps/platform.yaml): admission, runtimes, queues, the job namespaces
+PLATFORM_FOLDERS = ("webhook", "runtimes", "kueue", "namespaces")
+
+
+def platform_resources(repo: Repository, cluster: str) -> list[Resource]:
+    """What ``cluster``'s webhook, runtimes, Kueue and namespaces overlays render."""
+    resources = []
+    for folder in PLATFORM_FOLDERS:
+        path = repo.root / OVERLAYS / cluster / "platform" / folder
+        if folder == "webhook" or kustomize.is_kustomization(path):
+            resources += kustomize.build(repo, path)
+    return resources
 
 
 def load_context(repo: Repository, cluster: str, resources: list[Resource] | None = None) -> Context:
@@ -114,11 +137,7 @@ def load_context(repo: Repository, cluster: str, resources: list[Resource] | Non
     from webhook.policy import load_policies
 
     if resources is None:
-        resources = []
-        for folder in PLATFORM_FOLDERS:
-            path = repo.root / OVERLAYS / cluster / "platform" / folder
-            if folder == "webhook" or kustomize.is_kustomization(path):
-                resources += kustomize.build(repo, path)
+        resources = platform_resources(repo, cluster)
     facts = cluster_facts.collect(resources)
     where = f"{OVERLAYS.as_posix()}/{cluster}/platform/webhook"
     if facts.webhook is None or not facts.profile:
@@ -135,8 +154,9 @@ def load_context(repo: Repository, cluster: str, resources: list[Resource] | Non
             f"{POLICIES}/ (known: {', '.join(policies.names)})"
         )
     runtimes = [r.doc for r in resources if trainjob.is_runtime(r.doc)]
+    bound = admission.collect(resources, skip=(cluster_facts.VAP_NAME,))
     return Context(cluster, policies, facts.profile, facts.params.doc, facts.policy.doc, runtimes,
-                   kueue.Queues.collect(resources))  # fmt: skip
+                   kueue.Queues.collect(resources), bound, admission.namespace_labels(resources))  # fmt: skip
 
 
 def preview_pod(pod: dict, ctx: Context) -> PodPreview:
@@ -159,6 +179,9 @@ def preview_pod(pod: dict, ctx: Context) -> PodPreview:
     out.vap_before = vap.check(pod, ctx.params, ctx.policy)
     out.vap_after = vap.check(out.after, ctx.params, ctx.policy) if out.action != "deny" else None
     out.schema_errors = schema.validate(out.after)
+    if out.action != "deny":
+        out.policies = admission.applies(ctx.bound, out.after, ctx.namespaces)
+        out.denied = admission.evaluate(ctx.bound, out.after, ctx.namespaces)
     return out
 
 
@@ -168,7 +191,15 @@ def preview_job(job: Resource, ctx: Context) -> JobPreview:
     if trainjob.is_trainjob(job.doc):
         return preview_trainjob(job, ctx)
     pods = training_operator.expand_job(job.doc)
-    return JobPreview(job=job, cluster=ctx.cluster, profile=ctx.profile, pods=[preview_pod(p, ctx) for p in pods])
+    jp = JobPreview(job=job, cluster=ctx.cluster, profile=ctx.profile, pods=[preview_pod(p, ctx) for p in pods])
+    jp.created = [("Pod", name_of(p)) for p in pods]
+    name = name_of(job.doc)
+    if job.kind == "MPIJob":  # kubeflow/trainer@v1.9.4:pkg/controller.v1/mpi/mpijob.go configSuffix, launcherSuffix
+        jp.created += [("ConfigMap", f"{name}-config"), ("ServiceAccount", f"{name}-launcher"),
+                       ("Role", f"{name}-launcher"), ("RoleBinding", f"{name}-launcher")]  # fmt: skip
+    else:  # a headless Service per pod, named as the pod (pkg/controller.v1/common/service.go, GenGeneralName)
+        jp.created += [("Service", name_of(p)) for p in pods]
+    return jp
 
 
 @dataclass
@@ -226,7 +257,18 @@ def preview_trainjob(job: Resource, ctx: Context) -> JobPreview:
     elif kueue.queue_name(job.doc) is None:
         notes.append(f"Kueue: not queued (no {kueue.QUEUE_LABEL} label); the webhook's affinity places the pods")
     pods = [preview_pod(p, ctx) for p in e.pods]
-    return JobPreview(job=job, cluster=ctx.cluster, profile=ctx.profile, pods=pods, notes=notes)
+    jp = JobPreview(job=job, cluster=ctx.cluster, profile=ctx.profile, pods=pods, notes=notes)
+    name = name_of(job.doc)
+    # kubeflow/trainer@v2.3.0: the JobSet (plugins/jobset), the runtime snapshot (runtime/core/snapshot.go
+    # runtimeSnapshotSuffix), the MPI plugin's Secret and ConfigMap (constants.go MPISSHAuthSecretSuffix,
+    # MPIHostfileConfigMapSuffix); JobSet v0.12.0: its Jobs and the headless Service of its subdomain.
+    jp.created = [("JobSet", name_of(e.jobset)), ("Service", name_of(e.service)),
+                  *(("Job", name_of(j)) for j in e.jobs), ("ConfigMap", f"{name}-runtime-snapshot")]  # fmt: skip
+    if "mpi" in ((run.runtime.get("spec") or {}).get("mlPolicy") or {}):
+        jp.created += [("Secret", f"{name}-mpi-ssh-auth"), ("ConfigMap", f"{name}-mpi-hostfile")]
+    if run.admission is not None:
+        jp.created.append(("Workload", run.admission.workload))
+    return jp
 
 
 def cluster_of(repo: Repository, path: Path) -> str:
@@ -244,6 +286,9 @@ def preview_path(repo: Repository, path: str | Path) -> list[JobPreview]:
     if not folder.is_absolute():
         folder = (Path.cwd() / folder).resolve()
     cluster = cluster_of(repo, folder)
+    refused = jobfolder.scan(repo, folder)
+    if refused:
+        raise UserError("\n".join(f"{p.where}: {p.message}" for p in refused))
     resources = kustomize.build(repo, folder)
     jobs = [r for r in resources if is_job(r.doc)]
     if not jobs:
@@ -390,6 +435,9 @@ def format_job(jp: JobPreview, *, diff: bool = False) -> str:
             lines.append(f"  admission policy: without the webhook {before}; after the webhook {after}")
         elif pod.vap_before is not None:
             lines.append("  admission policy: does not apply (not a trainer pod)")
+        for name in pod.policies:
+            verdict = "REJECTED" if any(d.startswith(name + ": ") for d in pod.denied) else "admitted"
+            lines.append(f"  admission policy {name}: {verdict}")
         for p in pod.problems():
             lines.append(f"  error: {p}")
         if diff:

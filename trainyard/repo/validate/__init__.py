@@ -92,7 +92,7 @@ class ClusterCheck:
 
 
 def validate(repo: Repository, clusters: list[str] | None = None) -> Report:
-    from trainyard.repo.validate import argo, fabric, jobs, objects
+    from trainyard.repo.validate import argo, capacity, fabric, jobs, objects, security
 
     report = Report()
     policies = load_policies(repo.root / POLICIES)
@@ -109,7 +109,9 @@ def validate(repo: Repository, clusters: list[str] | None = None) -> Report:
         argo.check_applications(ctx)
         argo.check_waves_and_namespaces(ctx)
         fabric.check_fabric(ctx)
+        security.check_security(ctx)
         jobs.check_jobs(ctx)
+        capacity.check_capacity(ctx)
         for problem in ctx.problems:
             if problem not in report.problems:
                 report.problems.append(problem)

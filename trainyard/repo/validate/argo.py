@@ -66,18 +66,13 @@ def check_project(ctx: ClusterCheck, ar: argocd.AppRender, project: Resource) ->
     allowed = [d.get("namespace") for d in spec.get("destinations") or [] if isinstance(d, dict)]
     if dest_ns and not any(a in ("*", dest_ns) for a in allowed):
         ctx.err(where, f"project {project.name} does not allow destination namespace {dest_ns!r}", obj)
-    cluster_list = spec.get("clusterResourceWhitelist")
-    ns_list = spec.get("namespaceResourceWhitelist")
     for r in ar.resources:
-        scoped = (r.group, r.kind) in CLUSTER_SCOPED
-        rules = cluster_list if scoped else ns_list
-        if rules is None and not scoped:
-            continue  # no namespaced whitelist: everything namespaced is allowed
-        if not any(_gk_match(rule, r) for rule in rules or []):
+        if not project_permits(spec, r):
+            scoped = (r.group, r.kind) in CLUSTER_SCOPED
             ctx.err(
                 r.where(),
                 f"project {project.name} of Application {app.name} does not allow {r.group or 'core'}/{r.kind} "
-                f"({'cluster' if scoped else 'namespace'}ResourceWhitelist); Argo CD would refuse to sync it",
+                f"({'cluster' if scoped else 'namespace'}ResourceWhitelist/Blacklist); Argo CD would refuse to sync it",
                 r.describe(),
             )
         if r.namespace and not any(a in ("*", r.namespace) for a in allowed):
@@ -137,12 +132,32 @@ def check_waves_and_namespaces(ctx: ClusterCheck) -> None:
                     )
 
 
+def project_permits(spec: dict, r: Resource) -> bool:
+    """Argo CD's AppProject.IsGroupKindNamePermitted (argo-cd@v3.5.1 pkg/apis/application/v1alpha1/
+    app_project_types.go): a namespaced kind is allowed when namespaceResourceWhitelist is absent
+    (everything) or lists it (an empty list allows nothing), and namespaceResourceBlacklist does not;
+    a cluster-scoped kind only when clusterResourceWhitelist lists it (by group, kind and name glob)
+    and clusterResourceBlacklist does not."""
+    if (r.group, r.kind) in CLUSTER_SCOPED:
+        white, black = spec.get("clusterResourceWhitelist"), spec.get("clusterResourceBlacklist")
+        allowed = bool(white) and any(_gk_match(rule, r, named=True) for rule in white)
+        return allowed and not any(_gk_match(rule, r, named=True) for rule in black or [])
+    white, black = spec.get("namespaceResourceWhitelist"), spec.get("namespaceResourceBlacklist")
+    allowed = white is None or (bool(white) and any(_gk_match(rule, r) for rule in white))
+    return allowed and not any(_gk_match(rule, r) for rule in black or [])
+
+
 def _same_repo(a: str, b: str) -> bool:
     return normalize_url(a) == normalize_url(b)
 
 
-def _gk_match(rule: object, r: Resource) -> bool:
+def _gk_match(rule: object, r: Resource, *, named: bool = False) -> bool:
+    """A whitelist or blacklist item: group and kind globs (filepath.Match), and for cluster-scoped
+    items a name glob (absent: any name)."""
     if not isinstance(rule, dict):
         return False
     g, k = str(rule.get("group", "")), str(rule.get("kind", ""))
-    return g in ("*", r.group) and k in ("*", r.kind)
+    if not (argocd.go_path_match(g, r.group) and argocd.go_path_match(k, r.kind)):
+        return False
+    name = rule.get("name")
+    return not named or not name or argocd.go_path_match(str(name), r.name)

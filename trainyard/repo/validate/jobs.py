@@ -8,7 +8,7 @@ from trainyard.contract.errors import UserError
 from trainyard.contract.names import FABRIC_LABEL, requested_fabric
 from trainyard.repo import preview, training_operator, trainjob
 from trainyard.repo.rendered import Resource, as_dict, as_list, containers, dig, pod_templates
-from trainyard.repo.validate import ClusterCheck
+from trainyard.repo.validate import ClusterCheck, trainer
 from trainyard.repo.validate.objects import check_env, check_image
 
 # Argo CD deletes and re-creates a resource carrying this option (docs/user-guide/sync-options.md,
@@ -26,7 +26,6 @@ def check_jobs(ctx: ClusterCheck) -> None:
     expect = admission.policies.get(admission.profile).spec.transport if admission is not None else None
     job_names: dict[tuple[str, str, str], Resource] = {}
     pod_names: dict[tuple[str, str], Resource] = {}
-    services = {(r.namespace or "default", r.name): r for r in ctx.resources if r.kind == "Service" and not r.group}
     for r in ctx.resources:
         if not preview.is_job(r.doc):
             continue
@@ -40,15 +39,6 @@ def check_jobs(ctx: ClusterCheck) -> None:
         job_names[key] = r
         if trainjob.is_trainjob(r.doc):
             refused = check_trainjob_spec(ctx, r, expect, admission)
-            clash = services.get((r.namespace or "default", r.name))
-            if clash is not None:
-                ctx.err(
-                    r.where(),
-                    f"Service {r.name!r} ({clash.where()}) has the name of this TrainJob: JobSet would reuse it as the "
-                    "job's headless Service (jobset_controller.go createHeadlessSvcIfNecessary) and the pods would not "
-                    "find each other; rename one of them",
-                    r.describe(),
-                )
         else:
             refused = check_job_spec(ctx, r, expect)
         if refused or admission is None:
@@ -68,6 +58,58 @@ def check_jobs(ctx: ClusterCheck) -> None:
             pod_names[pkey] = r
         for p in jp.problems():
             ctx.err(r.where(), p, r.describe())
+        trainer.check_trainer(ctx, jp)
+    check_names(ctx)
+
+
+# What the cluster itself creates in every namespace: kube-controller-manager publishes the API server's CA
+# (kubernetes/kubernetes:pkg/controller/certificates/rootcacertpublisher/publisher.go RootCACertConfigMapName).
+RESERVED = {("ConfigMap", "kube-root-ca.crt"): "kube-controller-manager keeps the cluster's root CA in it"}
+# What a controller does when it finds an object of the name it wants already there.
+IN_THE_WAY = {
+    "Service": "the controller finds it there and uses it as the job's headless Service, whose DNS names the pods "
+    "rendezvous through (jobset_controller.go createHeadlessSvcIfNecessary; the v1 operator's service.go): "
+    "the job's pods would not find each other",
+    "ConfigMap": "the controller refuses a ConfigMap it does not own (Trainer's snapshot.go, the MPI operator's "
+    "MessageResourceExists) and the job never starts",
+}
+
+
+def check_names(ctx: ClusterCheck) -> None:
+    """No two jobs' controllers create objects of the same name, and no object of a job folder
+    takes a name a controller creates for a job (its own or another's) or the cluster reserves."""
+    from trainyard.repo.validate.security import job_apps
+
+    owners: dict[tuple[str, str, str], preview.JobPreview] = {}
+    for jp in ctx.previews:
+        ns = jp.job.namespace or "default"
+        for kind, name in jp.created:
+            other = owners.setdefault((ns, kind, name), jp)
+            if other is not jp and other.job.where() != jp.job.where():
+                ctx.err(
+                    jp.job.where(),
+                    f"its controller creates {kind} {name}, as for {other.job.describe()} ({other.job.where()}); "
+                    "the two jobs would share it: rename one of them",
+                    jp.job.describe(),
+                )
+    for ar in job_apps(ctx):
+        for r in ar.resources:
+            if preview.is_job(r.doc):
+                continue
+            ns = r.namespace or "default"
+            jp = owners.get((ns, r.kind, r.name)) if not r.group else None
+            if jp is not None:
+                ctx.err(
+                    r.where(),
+                    f"{r.kind} {r.name!r} has the name of the {r.kind} the controllers create for "
+                    f"{jp.job.describe()} ({jp.job.where()}): "
+                    + IN_THE_WAY.get(r.kind, "the controller would find it in its way")
+                    + "; rename it",
+                    r.describe(),
+                )
+            reserved = RESERVED.get((r.kind, r.name)) if not r.group else None
+            if reserved:
+                ctx.err(r.where(), f"{r.kind} {r.name!r} is reserved: {reserved}; rename it", r.describe())
 
 
 def check_job_spec(ctx: ClusterCheck, r: Resource, expect: str | None) -> bool:

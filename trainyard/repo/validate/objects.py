@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 from trainyard.contract.images import parse_image
+from trainyard.contract.k8s import (
+    ANNOTATIONS_MAX_BYTES,
+    annotations_size,
+    label_value_problem,
+    qualified_name_problem,
+)
 from trainyard.contract.nccl import lint_env
 from trainyard.repo import nad, schema, training_operator, trainjob
 from trainyard.repo.rendered import CLUSTER_SCOPED, Resource, containers, pod_templates
@@ -16,6 +22,10 @@ def check_resource(ctx: ClusterCheck, r: Resource) -> None:
         return
     if (r.group, r.kind) in CLUSTER_SCOPED and r.namespace:
         ctx.err(where, f"{r.kind} is cluster-scoped but has metadata.namespace {r.namespace!r}; remove it", obj)
+    check_metadata(ctx, r, "metadata", r.doc.get("metadata"))
+    for path, tpl in pod_templates(r.doc):
+        if path:
+            check_metadata(ctx, r, f"{path}.metadata", tpl.get("metadata"))
     if schema.has_schema(r.kind, r.api_version):
         for e in schema.validate(r.doc):
             ctx.err(where, f"schema (Kubernetes {schema.KUBERNETES_VERSION}, strict): {e}", obj)
@@ -68,3 +78,30 @@ def check_env(ctx: ClusterCheck, r: Resource, path: str, c: dict, expect: str | 
     for f in lint_env(pairs, expect_transport=expect):
         line = f"{path}.env {f.name}: {f.message}"
         (ctx.err if f.severity == "error" else ctx.warn)(r.where(), line, r.describe())
+
+
+def check_metadata(ctx: ClusterCheck, r: Resource, path: str, meta: object) -> None:
+    """Labels and annotations within Kubernetes' limits (apimachinery ValidateLabels,
+    ValidateAnnotations, ValidateAnnotationsSize), on the object as rendered: what a kustomization's
+    common labels or several patches add up to. Job folders are also checked line by line before
+    kustomize runs (trainyard.repo.jobfolder)."""
+    if not isinstance(meta, dict):
+        return
+    labels, annotations = meta.get("labels"), meta.get("annotations")
+    for key, value in (labels or {}).items() if isinstance(labels, dict) else ():
+        problem = qualified_name_problem(str(key)) or label_value_problem(str(value))
+        if problem:
+            ctx.err(r.where(), f"{path}.labels: {problem}", r.describe())
+    if isinstance(annotations, dict):
+        for key in annotations:
+            problem = qualified_name_problem(str(key).lower())
+            if problem:
+                ctx.err(r.where(), f"{path}.annotations: key {problem}", r.describe())
+        size = annotations_size(annotations)
+        if size > ANNOTATIONS_MAX_BYTES:
+            ctx.err(
+                r.where(),
+                f"{path}.annotations: {size:,} bytes in all (keys and values), over Kubernetes' limit of "
+                f"{ANNOTATIONS_MAX_BYTES:,} (256 KiB); the API server refuses the object",
+                r.describe(),
+            )
