@@ -6,10 +6,11 @@ of a shape is decided by :func:`webhook.review.decide` (the engine, the patch se
 base64, the response serialised except for its uid) and every later pod of that shape costs a
 projection, one orjson dump and a dictionary lookup; the review only splices in its uid.
 
-Bounded: at most :data:`MAX_PLANS` answers, least recently used first out, and no shape over
-:data:`MAX_SHAPE_BYTES` is kept (such a pod is decided each time, as without plans). A hostile
-client sending pods of ever new shapes costs each review one projection more than it did, and
-no memory. Plans belong to one policy set and default profile: a reload starts afresh.
+Bounded: at most :data:`MAX_PLANS` answers holding at most :data:`MAX_PLAN_BYTES` of shapes and
+responses together, least recently used first out; no shape over :data:`MAX_SHAPE_BYTES` and no
+entry over :data:`MAX_ENTRY_BYTES` is kept (such a pod is decided each time, as without plans). A
+hostile client sending pods of ever new shapes costs each review one projection more than it
+did, and a few MiB of memory at most. Plans belong to one policy set and default profile: a reload starts afresh.
 """
 
 from __future__ import annotations
@@ -23,16 +24,21 @@ from webhook.policy import PolicySet
 from webhook.review import Answer, decide
 
 MAX_PLANS = 1024
+MAX_PLAN_BYTES = 8 * 1024 * 1024
 MAX_SHAPE_BYTES = 64 * 1024
+MAX_ENTRY_BYTES = 256 * 1024  # a shape and its response (a 1 MiB patch is 1.4 MiB of base64)
 
 
 class Plans:
     """A :class:`webhook.review.Decider` that keeps each shape's answer."""
 
-    def __init__(self, policies: PolicySet, default: str, size: int = MAX_PLANS) -> None:
-        self.policies, self.default, self.size = policies, default, size
+    def __init__(
+        self, policies: PolicySet, default: str, size: int = MAX_PLANS, max_bytes: int = MAX_PLAN_BYTES
+    ) -> None:
+        self.policies, self.default, self.size, self.max_bytes = policies, default, size, max_bytes
         self.values_read = env_values_read(policies)
         self.answers: OrderedDict[bytes, Answer] = OrderedDict()
+        self.bytes = 0  # of the shapes and responses kept
         self.hits = self.misses = 0
 
     def __call__(self, pod: dict, policies: PolicySet, default: str, namespace: str | None) -> Answer:
@@ -54,9 +60,14 @@ class Plans:
             return answer
         self.misses += 1
         answer = decide(pod, policies, default, namespace)
+        cost = len(key) + len(answer.tail)
+        if cost > MAX_ENTRY_BYTES:
+            return answer
         self.answers[key] = answer
-        if len(self.answers) > self.size:
-            self.answers.popitem(last=False)
+        self.bytes += cost
+        while len(self.answers) > self.size or self.bytes > self.max_bytes:
+            old_key, old = self.answers.popitem(last=False)
+            self.bytes -= len(old_key) + len(old.tail)
         return answer
 
 

@@ -279,6 +279,29 @@ def test_least_recently_used_answers_leave_first(policies):
     assert (plans.misses, plans.hits, len(plans.answers)) == (4, 2, 2)
 
 
+def test_kept_answers_stay_within_their_byte_budget(policies):
+    p = example("pytorchjob-worker.yaml")
+    one_ = Plans(policies, DEFAULT)
+    review(orjson.dumps(admission_review(p, namespace="ml")), policies, DEFAULT, one_)
+    budget = one_.bytes * 2 + one_.bytes // 2  # room for two such answers, not three
+    plans = Plans(policies, DEFAULT, max_bytes=budget)
+    for job in range(5):
+        q = copy.deepcopy(p)
+        q["metadata"]["labels"]["training.kubeflow.org/job-name"] = f"job-{job}"
+        review(orjson.dumps(admission_review(q, namespace="ml")), policies, DEFAULT, plans)
+        assert plans.bytes <= budget
+    assert len(plans.answers) == 2 and plans.misses == 5
+
+
+def test_an_answer_over_the_entry_limit_is_not_kept(policies):
+    plans = Plans(policies, DEFAULT)
+    many = pod(*[trainer(name=f"t{i}", env=[{"name": "NCCL_DEBUG", "value": "INFO"}]) for i in range(250)])
+    for _ in range(2):
+        direct, kept = both(admission_review(many, namespace="ml"), policies, plans)
+        assert direct == kept
+    assert (plans.misses, len(plans.answers), plans.bytes) == (2, 0, 0)
+
+
 def test_a_shape_over_the_limit_is_decided_each_time_and_not_kept(policies):
     plans = Plans(policies, DEFAULT)
     big = pod(trainer(args=["x" * MAX_SHAPE_BYTES]))
