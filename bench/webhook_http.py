@@ -6,7 +6,10 @@ kube-apiserver uses) measures throughput and latency percentiles of the floor, t
 webhook; at a fixed request rate hey does the same. RSS of each server is read from /proc at
 rest and sampled under load.
 
-    .venv/bin/python bench/webhook_http.py [--seconds 10] [--out bench/results/webhook_http.md]
+    .venv/bin/python bench/webhook_http.py [--seconds 10] [--repeat 3] [--out bench/results/webhook_http.md]
+
+With --repeat N each load runs N times per server, floor and webhook alternating, and the table
+gives each figure's median: on a shared machine one run's throughput can be off by a quarter.
 
 Needs wrk and hey (Debian: apt-get install wrk hey).
 """
@@ -17,6 +20,7 @@ import argparse
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -143,6 +147,9 @@ def main() -> int:
     parser.add_argument("--rate", type=int, default=500, help="fixed request rate for hey (default 500/s)")
     parser.add_argument("--pod", default="pytorchjob-worker.yaml", help="example pod to send (examples/pods/)")
     parser.add_argument("--pods-per-job", type=int, default=8, help="pods of one job in a row (default 8)")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="runs of each server per load, alternating; medians reported (default 1)"
+    )
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "webhook_http.md"))
     args = parser.parse_args()
     missing = [tool for tool in ("wrk", "hey") if shutil.which(tool) is None]
@@ -182,7 +189,7 @@ def main() -> int:
         try:
             wrk_loads = [(int(x), args.pods_per_job) for x in args.concurrency.split(",")] + [(8, 1)]
             for c, pods in wrk_loads:
-                for name, server in servers.items():
+                for name, server in [*servers.items()] * args.repeat:
                     cmd = ["wrk", "-t1", f"-c{c}", f"-d{args.seconds}s", "--latency", "-s", str(scripts[pods])]
                     label = f"{c} connections" + (", a new job per pod" if pods == 1 else "")
                     run = load(server, name, label, [*cmd, f"{server.base}/mutate"], parse_wrk)
@@ -195,7 +202,7 @@ def main() -> int:
             # a fixed rate from 2 connections (spread) and from 10 (hey's workers tick together:
             # bursts of 10 requests, the shape of a job creating its pods at once)
             for workers in (2, 10):
-                for name, server in servers.items():
+                for name, server in [*servers.items()] * args.repeat:
                     cmd = ["hey", "-z", f"{args.seconds}s", "-c", str(workers), "-q", str(args.rate // workers)]
                     cmd += ["-m", "POST", "-T", "application/json", "-D", str(tmpdir / "body.json")]
                     label = f"{args.rate} req/s, {workers} conns"
@@ -215,12 +222,25 @@ def main() -> int:
     return 0
 
 
+def median_run(runs: list[Run]) -> Run:
+    """Each figure's median over the repeated runs of one server at one load."""
+    first = runs[0]
+    return Run(
+        first.server,
+        first.load,
+        *(statistics.median(getattr(r, f) for r in runs) for f in ("rps", "p50_ms", "p99_ms")),
+        sum(r.errors for r in runs),
+        max(r.rss_peak_mib for r in runs),
+    )
+
+
 def render(runs: list[Run], rest: dict[str, float], args: argparse.Namespace, request: int, response: int) -> str:
-    by = {(r.server, r.load): r for r in runs}
+    by = {key: median_run([r for r in runs if (r.server, r.load) == key]) for key in {(r.server, r.load) for r in runs}}
     loads = list(dict.fromkeys(r.load for r in runs))
+    repeat = f", median of {args.repeat} alternating runs" if args.repeat > 1 else ""
     lines = [
         f"Webhook vs floor over HTTPS (TLS 1.3, keep-alive), each server on one core, "
-        f"{args.seconds} s per run, request {request} B ({args.pod}), response {response} B. wrk sends each "
+        f"{args.seconds} s per run{repeat}, request {request} B ({args.pod}), response {response} B. wrk sends each "
         f"request as a pod of its own (new uid and name), {args.pods_per_job} pods per job (the last row: every "
         "pod of a new job, so no two share a shape); hey sends one body at a fixed rate.",
         "",
