@@ -61,7 +61,7 @@ bench: $(call STAMP,dev)
 	  echo "error: the HTTPS benchmark needs the load generators wrk and hey (Debian: apt-get install wrk hey)"; \
 	  exit 2; }
 	$(BIN)/python bench/engine.py
-	$(BIN)/python bench/webhook_http.py
+	$(BIN)/python bench/webhook_http.py --seconds 5 --repeat 3
 	$(BIN)/python bench/webhook_limits.py
 	$(BIN)/python bench/validate.py
 

@@ -1,10 +1,12 @@
 """Engine benchmark: pods mutated per second on one core.
 
 The corpus is the example pods (PyTorchJob master and worker, MPIJob worker, TFJob chief, a pod
-with an init container and a sidecar) plus pods the webhook must leave alone (no trainer image,
-opted out). For each shape, ``engine.admit`` (decision + mutation, the pod already parsed) and
+with an init container and a sidecar) plus a pod the webhook leaves alone (no trainer image) and
+one asking to opt out (which reaches the engine only when its creator may not opt out: mutated,
+with a warning). For each shape, ``engine.admit`` (decision + mutation, the pod already parsed) and
 the whole review (orjson parse of the AdmissionReview, engine, patch serialised to base64, the
-response serialised) are timed; each figure is the median of 5 rounds.
+response serialised) are timed, and the whole review when an earlier pod of the same shape was
+answered already (webhook/plans.py: the other pods of a job); each figure is the median of 5 rounds.
 
     .venv/bin/python bench/engine.py [--seconds 1] [--out bench/results/engine.md]
 """
@@ -27,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 from results import publish  # noqa: E402
 
 from webhook.engine import admit  # noqa: E402
+from webhook.plans import Plans  # noqa: E402
 from webhook.policy import load_policies  # noqa: E402
 from webhook.review import admission_review, review  # noqa: E402
 
@@ -53,7 +56,7 @@ def corpus() -> dict[str, dict]:
     shapes["non-trainer"] = NON_TRAINER
     opted_out = yaml.safe_load((ROOT / "examples" / "pods" / "pytorchjob-master.yaml").read_text())
     opted_out["metadata"]["annotations"]["trainyard.dev/inject"] = "false"
-    shapes["opted-out"] = opted_out
+    shapes["opt-out ignored"] = opted_out
     return shapes
 
 
@@ -85,25 +88,33 @@ def main() -> int:
         ops = len(decision.mutation.ops) if decision.mutation else 0
         engine = rate(lambda pod=pod: admit(pod, policies, "roce", "ml"), args.seconds)
         whole = rate(lambda body=body: review(body, policies, "roce"), args.seconds)
-        rows.append((name, decision.action, ops, len(body), engine, whole))
-        print(f"{name:20} {decision.action:7} {ops:3} ops  engine {engine:8.0f}/s  review {whole:8.0f}/s", flush=True)
+        plans = Plans(policies, "roce")
+        kept = rate(lambda body=body, plans=plans: review(body, policies, "roce", plans), args.seconds)
+        rows.append((name, decision.action, ops, len(body), engine, whole, kept))
+        print(
+            f"{name:20} {decision.action:7} {ops:3} ops  engine {engine:8.0f}/s  review {whole:8.0f}/s  "
+            f"shape kept {kept:8.0f}/s",
+            flush=True,
+        )
     trainers = [r for r in rows if r[1] == "mutate"]
     mix_engine = len(trainers) / sum(1 / r[4] for r in trainers)
     mix_review = len(trainers) / sum(1 / r[5] for r in trainers)
+    mix_kept = len(trainers) / sum(1 / r[6] for r in trainers)
     lines = [
         f"Engine on one core, Python {sys.version.split()[0]}, median of 5 rounds of {args.seconds:g} s.",
         "",
-        "| pod | action | ops | review bytes | engine pods/s | µs/pod | whole review/s | µs/review |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| pod | action | ops | review bytes | engine pods/s | µs/pod | whole review/s | µs/review "
+        "| shape kept: review/s | µs/review |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for name, action, ops, size, engine, whole in rows:
+    for name, action, ops, size, engine, whole, kept in rows:
         lines.append(
             f"| {name} | {action} | {ops} | {size} | {engine:,.0f} | {1e6 / engine:.1f} "
-            f"| {whole:,.0f} | {1e6 / whole:.1f} |"
+            f"| {whole:,.0f} | {1e6 / whole:.1f} | {kept:,.0f} | {1e6 / kept:.1f} |"
         )
     lines.append(
         f"| **trainer pods, equal mix** | mutate | | | **{mix_engine:,.0f}** | {1e6 / mix_engine:.1f} "
-        f"| **{mix_review:,.0f}** | {1e6 / mix_review:.1f} |"
+        f"| **{mix_review:,.0f}** | {1e6 / mix_review:.1f} | **{mix_kept:,.0f}** | {1e6 / mix_kept:.1f} |"
     )
     table = "\n".join(lines) + "\n"
     publish(table, args.out)

@@ -1,8 +1,8 @@
 """The floor for the HTTPS benchmark: the webhook's own HTTP stack, minus the webhook.
 
-Same server (uvicorn, uvloop, httptools, the connection gate and the guarded protocol), same TLS
-context and settings, same FastAPI app shape, the same content-type check and body read; then it
-answers a canned AdmissionReview response of the same size instead of parsing, mutating and
+Same server (uvicorn, uvloop, httptools, the connection gate and the guarded protocol, the same
+malloc settings), same TLS context and settings, same FastAPI app shape, the same content-type
+check and body read; then it answers a canned AdmissionReview response of the same size instead of parsing, mutating and
 logging. The difference between the two is what trainyard's own code costs per request.
 
 Takes ``trainyard serve``'s flags (so the benchmark starts both the same way) plus
@@ -16,6 +16,7 @@ from pathlib import Path
 
 from fastapi import FastAPI, Request, Response
 
+from webhook import memory
 from webhook.app import read_body, unsupported_media
 from webhook.defaults import Limits
 from webhook.server import configure_logging, uvicorn_server
@@ -34,6 +35,7 @@ def main() -> None:
     args = parser.parse_args()
     canned = Path(args.response).read_bytes()
     configure_logging("warning")
+    memory.configure()  # the same malloc settings as trainyard serve
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
 
     @app.post("/mutate")

@@ -6,7 +6,10 @@ kube-apiserver uses) measures throughput and latency percentiles of the floor, t
 webhook; at a fixed request rate hey does the same. RSS of each server is read from /proc at
 rest and sampled under load.
 
-    .venv/bin/python bench/webhook_http.py [--seconds 10] [--out bench/results/webhook_http.md]
+    .venv/bin/python bench/webhook_http.py [--seconds 10] [--repeat 3] [--out bench/results/webhook_http.md]
+
+With --repeat N each load runs N times per server, floor and webhook alternating, and the table
+gives each figure's median: on a shared machine one run's throughput can be off by a quarter.
 
 Needs wrk and hey (Debian: apt-get install wrk hey).
 """
@@ -17,6 +20,7 @@ import argparse
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,17 +36,50 @@ sys.path.insert(0, str(ROOT))
 
 from results import publish  # noqa: E402
 
+from trainyard.contract.names import JOB_LABELS  # noqa: E402
 from trainyard.sandbox.webhook_process import LocalWebhook, rss_bytes  # noqa: E402
 from webhook.certs import generate  # noqa: E402
 from webhook.policy import load_policies  # noqa: E402
 from webhook.review import admission_review, review  # noqa: E402
 
 SERVER_CPU, LOAD_CPU = 0, 1
+# Each request is a pod of its own, as kube-apiserver sends them: a new uid and pod name, and the
+# job label of the job it belongs to; a job has {pods} pods (so {pods} consecutive requests share
+# a job, and a shape). Fixed-width fields keep every body the same size.
 WRK_LUA = """
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
-local f = io.open("{body}", "rb"); wrk.body = f:read("*a"); f:close()
+local f = io.open("{template}", "rb"); local template = f:read("*a"); f:close()
+local n = 0
+request = function()
+  local job = math.floor(n / {pods})
+  local body = template:gsub("@UID@", string.format("%08x-0000-4000-8000-%012x", job, n))
+    :gsub("@JOB@", string.format("%08x", job)):gsub("@POD@", string.format("%04x", n % {pods}))
+  n = n + 1
+  return wrk.format(nil, nil, nil, body)
+end
 """
+UID, JOB, POD = "@UID@", "@JOB@", "@POD@"
+
+
+def template(pod: dict) -> bytes:
+    """The AdmissionReview of ``pod`` with placeholders for the uid, the job and the pod's index."""
+    pod = dict(pod, metadata=dict(pod["metadata"]))
+    labels = dict(pod["metadata"].get("labels") or {})
+    label = next(k for k in JOB_LABELS if k in labels)
+    labels[label] = f"bench-{JOB}"
+    pod["metadata"].update(name=f"bench-{JOB}-worker-{POD}", labels=labels)
+    review_ = admission_review(pod, pod["metadata"].get("namespace", "default"))
+    review_["request"].update(uid=UID, name=pod["metadata"]["name"])
+    return orjson.dumps(review_)
+
+
+def one(template_: bytes, job: int = 0, pod: int = 0) -> bytes:
+    """The body the Lua script sends as request number ``pod`` of job ``job``."""
+    uid = f"{job:08x}-0000-4000-8000-{pod:012x}".encode()
+    return (
+        template_.replace(UID.encode(), uid).replace(JOB.encode(), b"%08x" % job).replace(POD.encode(), b"%04x" % pod)
+    )
 
 
 @dataclass
@@ -109,6 +146,10 @@ def main() -> int:
     parser.add_argument("--concurrency", default="1,8,32,64", help="wrk connection counts (default 1,8,32,64)")
     parser.add_argument("--rate", type=int, default=500, help="fixed request rate for hey (default 500/s)")
     parser.add_argument("--pod", default="pytorchjob-worker.yaml", help="example pod to send (examples/pods/)")
+    parser.add_argument("--pods-per-job", type=int, default=8, help="pods of one job in a row (default 8)")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="runs of each server per load, alternating; medians reported (default 1)"
+    )
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "webhook_http.md"))
     args = parser.parse_args()
     missing = [tool for tool in ("wrk", "hey") if shutil.which(tool) is None]
@@ -123,12 +164,18 @@ def main() -> int:
         tmpdir = Path(tmp)
         generate(tmpdir / "tls")
         pod = yaml.safe_load((ROOT / "examples" / "pods" / args.pod).read_text())
-        body = orjson.dumps(admission_review(pod, pod["metadata"].get("namespace", "default")))
+        (tmpdir / "template.json").write_bytes(template_ := template(pod))
+        body = one(template_)
         (tmpdir / "body.json").write_bytes(body)
         status, canned, _ = review(body, load_policies(ROOT / "policies"), "roce")
         assert status == 200
         (tmpdir / "response.json").write_bytes(canned)
-        (tmpdir / "post.lua").write_text(WRK_LUA.format(body=tmpdir / "body.json"))
+        scripts = {}
+        for pods in (args.pods_per_job, 1):
+            scripts[pods] = tmpdir / f"post-{pods}.lua"
+            scripts[pods].write_text(
+                WRK_LUA.replace("{template}", str(tmpdir / "template.json")).replace("{pods}", str(pods))
+            )
         common = dict(policies=ROOT / "policies", tls=tmpdir / "tls", ca=tmpdir / "tls" / "ca.crt", profile="roce")
         floor = LocalWebhook(
             **common,
@@ -140,10 +187,12 @@ def main() -> int:
         rest = {name: rss_bytes(s.proc.pid) / 2**20 for name, s in servers.items()}
         runs: list[Run] = []
         try:
-            for c in [int(x) for x in args.concurrency.split(",")]:
-                for name, server in servers.items():
-                    cmd = ["wrk", "-t1", f"-c{c}", f"-d{args.seconds}s", "--latency", "-s", str(tmpdir / "post.lua")]
-                    run = load(server, name, f"{c} connections", [*cmd, f"{server.base}/mutate"], parse_wrk)
+            wrk_loads = [(int(x), args.pods_per_job) for x in args.concurrency.split(",")] + [(8, 1)]
+            for c, pods in wrk_loads:
+                for name, server in [*servers.items()] * args.repeat:
+                    cmd = ["wrk", "-t1", f"-c{c}", f"-d{args.seconds}s", "--latency", "-s", str(scripts[pods])]
+                    label = f"{c} connections" + (", a new job per pod" if pods == 1 else "")
+                    run = load(server, name, label, [*cmd, f"{server.base}/mutate"], parse_wrk)
                     runs.append(run)
                     print(
                         f"{run.server:8} {run.load:16} {run.rps:8.0f} req/s  p50 {run.p50_ms:6.2f} ms  "
@@ -153,7 +202,7 @@ def main() -> int:
             # a fixed rate from 2 connections (spread) and from 10 (hey's workers tick together:
             # bursts of 10 requests, the shape of a job creating its pods at once)
             for workers in (2, 10):
-                for name, server in servers.items():
+                for name, server in [*servers.items()] * args.repeat:
                     cmd = ["hey", "-z", f"{args.seconds}s", "-c", str(workers), "-q", str(args.rate // workers)]
                     cmd += ["-m", "POST", "-T", "application/json", "-D", str(tmpdir / "body.json")]
                     label = f"{args.rate} req/s, {workers} conns"
@@ -173,12 +222,27 @@ def main() -> int:
     return 0
 
 
+def median_run(runs: list[Run]) -> Run:
+    """Each figure's median over the repeated runs of one server at one load."""
+    first = runs[0]
+    return Run(
+        first.server,
+        first.load,
+        *(statistics.median(getattr(r, f) for r in runs) for f in ("rps", "p50_ms", "p99_ms")),
+        sum(r.errors for r in runs),
+        max(r.rss_peak_mib for r in runs),
+    )
+
+
 def render(runs: list[Run], rest: dict[str, float], args: argparse.Namespace, request: int, response: int) -> str:
-    by = {(r.server, r.load): r for r in runs}
+    by = {key: median_run([r for r in runs if (r.server, r.load) == key]) for key in {(r.server, r.load) for r in runs}}
     loads = list(dict.fromkeys(r.load for r in runs))
+    repeat = f", median of {args.repeat} alternating runs" if args.repeat > 1 else ""
     lines = [
         f"Webhook vs floor over HTTPS (TLS 1.3, keep-alive), each server on one core, "
-        f"{args.seconds} s per run, request {request} B ({args.pod}), response {response} B.",
+        f"{args.seconds} s per run{repeat}, request {request} B ({args.pod}), response {response} B. wrk sends each "
+        f"request as a pod of its own (new uid and name), {args.pods_per_job} pods per job (the last row: every "
+        "pod of a new job, so no two share a shape); hey sends one body at a fixed rate.",
         "",
         "| load | floor req/s | webhook req/s | ratio | floor p50 / p99 ms | webhook p50 / p99 ms | p99 ratio "
         "| webhook peak RSS MiB | errors |",

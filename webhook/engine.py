@@ -257,6 +257,85 @@ def admit(pod: object, policies: PolicySet, default: str, namespace: str | None)
 
 
 # ---------------------------------------------------------------------------------------------
+# Shape: everything the rules read
+
+
+# The pod-level fields the rules read; the containers are projected by :func:`_container_shape`.
+_SPEC_READ = (
+    "containers",
+    "initContainers",
+    "volumes",
+    "tolerations",
+    "affinity",
+    "topologySpreadConstraints",
+    "schedulingGates",
+)
+_ANNOTATIONS_READ = (MIRROR_ANNOTATION, OPT_OUT_ANNOTATION, netann.ANNOTATION)
+_LABELS_READ = (FABRIC_LABEL, *JOB_LABELS)
+
+
+def env_values_read(policies: PolicySet) -> frozenset[str]:
+    """The env names whose values (and ``valueFrom``) the rules read, besides every ``NCCL_*``
+    (linted): what a profile enforces, and the TRAINYARD_* the engine sets."""
+    enforced = {name for p in policies.profiles.values() for name, _, on in p.env_plan if on}
+    return frozenset(enforced | {ENV_FABRIC, ENV_EXPECT_TRANSPORT, ENV_SHM_BYTES})
+
+
+def _subset(mapping: object, keys: tuple[str, ...]) -> object:
+    # a non-mapping reads as an empty one everywhere, and _walk creates it: one shape for all
+    return {k: mapping[k] for k in keys if k in mapping} if isinstance(mapping, dict) else 0
+
+
+def _env_shape(env: object, values_read: frozenset[str]) -> object:
+    if not isinstance(env, list):
+        return env if env is None else 0  # absent and null are alike; so is every other non-list
+    out: list = []
+    for e in env:
+        name = e.get("name") if isinstance(e, dict) else None
+        if not isinstance(name, str):
+            out.append(0)  # holds an index, nothing else is read
+        elif name in values_read or name.startswith("NCCL_"):
+            out.append([name, e.get("value"), e.get("valueFrom") is not None])
+        else:
+            out.append(name)
+    return out
+
+
+def _container_shape(c: object, values_read: frozenset[str]) -> object:
+    if not isinstance(c, dict) or "env" not in c:
+        return c
+    return {**c, "env": _env_shape(c["env"], values_read)}
+
+
+def shape(pod: object, namespace: str | None, values_read: frozenset[str]) -> list | None:
+    """What :func:`admit` reads of ``pod``, as plain JSON values: two pods of the same shape get
+    the same decision, patch and warnings, whatever else differs (their names, their ranks, the
+    values of env the rules do not read). None for a pod :func:`admit` would not look into.
+
+    Kept next to the rules it describes; tests/webhook/test_plans.py runs the engine on pods whose
+    every read is recorded and fails when a rule reads a field the shape leaves out."""
+    if not isinstance(pod, dict):
+        return None
+    meta, spec = pod.get("metadata"), pod.get("spec")
+    if not isinstance(spec, dict):
+        return None
+    meta = meta if isinstance(meta, dict) else {}
+    projected: dict = {}
+    for key in _SPEC_READ:
+        if key in spec:
+            value = spec[key]
+            if key in ("containers", "initContainers") and isinstance(value, list):
+                value = [_container_shape(c, values_read) for c in value]
+            projected[key] = value
+    return [
+        namespace or meta.get("namespace"),
+        _subset(meta.get("annotations"), _ANNOTATIONS_READ),
+        _subset(meta.get("labels"), _LABELS_READ),
+        projected,
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
 # The rules
 
 
@@ -458,7 +537,7 @@ def _shm(
     volumes = _list(spec.get("volumes"))
     existing = next((v for v in mounts.values() if v is not None), None)
     if existing is None:
-        taken = {v.get("name") for v in volumes if isinstance(v, dict)}
+        taken = {v["name"] for v in volumes if isinstance(v, dict) and isinstance(v.get("name"), str)}
         name, n = SHM_VOLUME, 1
         while name in taken:
             n += 1

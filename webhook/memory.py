@@ -8,7 +8,7 @@ free memory back (``malloc_trim(0)``, which returns free pages inside the heap t
 number of open connections has fallen well below its peak since the last trim, at most every few
 seconds. :func:`configure` caps glibc's arenas at two (``M_ARENA_MAX``; the webhook runs one event
 loop thread and a few small helper threads), so the freed memory gathers where a trim finds it,
-and fixes the size from which an allocation gets pages of its own at 128 KiB
+and fixes the size from which an allocation gets pages of its own at 1 MiB
 (``M_MMAP_THRESHOLD``; glibc otherwise raises it each time such a block is freed, up to 32 MiB,
 after which 3 MiB request bodies are carved from the heap and stay there when freed).
 
@@ -23,7 +23,15 @@ import time
 
 M_ARENA_MAX = -8  # glibc malloc.h
 M_MMAP_THRESHOLD = -3
-MMAP_THRESHOLD = 128 * 1024  # glibc's own starting value
+# uvloop's TLS layer reads each record with SSLObject.read(SSL_READ_MAX_SIZE), 256 KiB
+# (uvloop/sslproto.pyx SSLProtocol._do_read__copied, uvloop/includes/consts.pxi), and CPython's
+# _ssl allocates that many bytes before it shrinks them to what was read (Modules/_ssl.c,
+# _ssl__SSLSocket_read_impl). Under a 256 KiB threshold every read of every request would be an
+# mmap, an mremap and a munmap, and the pages faulted in anew: measured, a quarter of the
+# webhook's throughput (under glibc's own moving threshold it depends on the process's
+# history). 1 MiB keeps those reads in the heap and still gives a body of a few MiB pages of
+# its own.
+MMAP_THRESHOLD = 1024 * 1024
 
 
 def _libc() -> ctypes.CDLL | None:

@@ -12,6 +12,7 @@ import base64
 import logging
 import uuid
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import orjson
 
@@ -58,10 +59,50 @@ def _warning(text: str) -> str:
     return text if len(text) <= MAX_WARNING else text[: MAX_WARNING - 3] + "..."
 
 
+# The response is an AdmissionReview whose ``response`` begins with the request's uid: everything
+# after the uid depends only on the decision, so it is serialised once per decision (:class:`Answer`).
+_HEAD = b'{"apiVersion":"' + API_VERSION.encode() + b'","kind":"' + KIND.encode() + b'","response":{"uid":'
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """One decision about one pod, serialised except for the uid it answers: the same for every
+    pod of the same shape (:func:`webhook.engine.shape`), so :class:`webhook.plans.Plans` keeps it."""
+
+    tail: bytes  # the response after the uid
+    outcome: str  # patched | unchanged | skipped | denied
+    reason: str = ""
+    profile: str = ""
+    ops: int = 0
+    warnings: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, allowed: bool, outcome: str, extra: dict | None = None, **record: object) -> Answer:
+        response = {"allowed": allowed, **(extra or {})}
+        return cls(tail=b"," + orjson.dumps(response)[1:] + b"}", outcome=outcome, **record)
+
+    def render(self, uid: str) -> bytes:
+        return _HEAD + orjson.dumps(uid) + self.tail
+
+    def fill(self, record: Record) -> None:
+        record.outcome, record.reason, record.ops, record.warnings = (
+            self.outcome,
+            self.reason,
+            self.ops,
+            list(self.warnings),
+        )
+        if self.profile:
+            record.profile = self.profile
+
+
 def _answer(uid: str, allowed: bool, **extra: object) -> bytes:
-    response: dict = {"uid": uid, "allowed": allowed}
-    response.update(extra)
-    return orjson.dumps({"apiVersion": API_VERSION, "kind": KIND, "response": response})
+    return Answer.of(allowed, "", extra).render(uid)
+
+
+def _denial(reason: str, profile: str = "") -> Answer:
+    return Answer.of(
+        False, "denied", {"status": {"code": 400, "message": f"trainyard: {reason}"}}, reason=reason, profile=profile
+    )
 
 
 def admission_review(
@@ -131,8 +172,44 @@ def pod_name(pod: object) -> str:
     return str(meta.get("name") or meta.get("generateName") or "")
 
 
-def review_request(request: dict, policies: PolicySet, default: str, record: Record) -> bytes:
-    """Answer one (already checked) AdmissionReview request."""
+def decide(pod: dict, policies: PolicySet, default: str, namespace: str | None) -> Answer:
+    """The answer for a Pod CREATE the webhook looks into (the engine's decision, the patch
+    serialised). An exception other than MutationError is a bug, the caller's to report."""
+    try:
+        decision: Decision = admit(pod, policies, default, namespace)
+    except MutationError as exc:
+        return _denial(str(exc))
+    profile = decision.profile.name if decision.profile is not None else ""
+    if decision.action == "deny":
+        return _denial(decision.reason, profile)
+    if decision.action == "skip":
+        return Answer.of(True, "skipped", reason=decision.reason, profile=profile)
+    mutation = decision.mutation
+    assert mutation is not None
+    warnings = tuple(_warning(w) for w in mutation.warnings)
+    extra: dict = {"warnings": list(warnings)} if warnings else {}
+    if not mutation.ops:
+        return Answer.of(True, "unchanged", extra, profile=profile, warnings=warnings)
+    patch = orjson.dumps(mutation.ops)
+    if len(patch) > MAX_PATCH_BYTES:
+        return _denial(
+            f"the fabric patch for this pod would be {len(patch):,} bytes, over the {MAX_PATCH_BYTES:,} allowed",
+            profile,
+        )
+    extra["patchType"] = "JSONPatch"
+    extra["patch"] = base64.b64encode(patch).decode()
+    return Answer.of(True, "patched", extra, profile=profile, ops=len(mutation.ops), warnings=warnings)
+
+
+class Decider(Protocol):
+    def __call__(self, pod: dict, policies: PolicySet, default: str, namespace: str | None) -> Answer: ...
+
+
+def review_request(
+    request: dict, policies: PolicySet, default: str, record: Record, decider: Decider = decide
+) -> bytes:
+    """Answer one (already checked) AdmissionReview request; ``decider`` gives the answer for a
+    pod the webhook looks into (:func:`decide`, or a :class:`webhook.plans.Plans` that keeps them)."""
     uid = record.uid = request["uid"]
     namespace = request.get("namespace")
     record.namespace = namespace if isinstance(namespace, str) else ""
@@ -149,52 +226,22 @@ def review_request(request: dict, policies: PolicySet, default: str, record: Rec
     if not isinstance(pod, dict):
         raise BadReview("request.object must be the Pod being created")
     try:
-        decision: Decision = admit(pod, policies, default, record.namespace or None)
-    except MutationError as exc:
-        record.outcome, record.reason = "denied", str(exc)
-        return _answer(uid, False, status={"code": 400, "message": f"trainyard: {exc}"})
+        answer = decider(pod, policies, default, record.namespace or None)
     except Exception:  # a bug: never admit a pod without its fabric, say so, log the traceback
         log.exception("engine failed on pod %s/%s (uid %s)", record.namespace, record.pod, uid)
         record.outcome, record.reason = "error", "internal error"
         message = f"trainyard: internal error giving the pod its fabric (review {uid}); not admitted"
         return _answer(uid, False, status={"code": 500, "message": message})
-    if decision.profile is not None:
-        record.profile = decision.profile.name
-    if decision.action == "deny":
-        record.outcome, record.reason = "denied", decision.reason
-        return _answer(uid, False, status={"code": 400, "message": f"trainyard: {decision.reason}"})
-    if decision.action == "skip":
-        record.outcome, record.reason = "skipped", decision.reason
-        return _answer(uid, True)
-    mutation = decision.mutation
-    assert mutation is not None
-    record.ops = len(mutation.ops)
-    record.warnings = [_warning(w) for w in mutation.warnings]
-    extra: dict = {}
-    if record.warnings:
-        extra["warnings"] = record.warnings
-    if mutation.ops:
-        patch = orjson.dumps(mutation.ops)
-        if len(patch) > MAX_PATCH_BYTES:
-            reason = (
-                f"the fabric patch for this pod would be {len(patch):,} bytes, over the {MAX_PATCH_BYTES:,} allowed"
-            )
-            record.outcome, record.reason, record.ops = "denied", reason, 0
-            return _answer(uid, False, status={"code": 400, "message": f"trainyard: {reason}"})
-        record.outcome = "patched"
-        extra["patchType"] = "JSONPatch"
-        extra["patch"] = base64.b64encode(patch).decode()
-    else:
-        record.outcome = "unchanged"
-    return _answer(uid, True, **extra)
+    answer.fill(record)
+    return answer.render(uid)
 
 
-def review(body: bytes, policies: PolicySet, default: str) -> tuple[int, bytes, Record]:
+def review(body: bytes, policies: PolicySet, default: str, decider: Decider = decide) -> tuple[int, bytes, Record]:
     """HTTP status, response body and record for one POST /mutate body."""
     record = Record()
     try:
         request = parse_review(body)
-        return 200, review_request(request, policies, default, record), record
+        return 200, review_request(request, policies, default, record, decider), record
     except BadReview as exc:
         record.outcome, record.reason = "invalid", str(exc)
         return 400, orjson.dumps({"error": str(exc)}), record
