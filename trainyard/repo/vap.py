@@ -377,6 +377,15 @@ def compile_policy(policy: dict) -> list[str]:
     return problems
 
 
+def require_compiles(policy: dict, where: str) -> None:
+    """Raise :class:`UserError` naming ``where`` (the policy's file), the policy, and each
+    expression of it that does not compile (the compiled ones are cached: this is cheap)."""
+    problems = compile_policy(policy)
+    if problems:
+        name = (policy.get("metadata") or {}).get("name", "?")
+        raise UserError(f"{where}: ValidatingAdmissionPolicy {name}: " + "; ".join(problems))
+
+
 def _expressions(policy: dict) -> list[tuple[str, str]]:
     spec = policy.get("spec") or {}
     out = []
