@@ -10,7 +10,7 @@ import pytest
 
 from trainyard.contract.errors import UserError
 from trainyard.repo import cel_runtime, preview, vap
-from trainyard.repo.cel_runtime import CelEvalError, Runtime, bind_matches
+from trainyard.repo.cel_runtime import CelEvalError, Runtime, bind_matches, inline_variables
 
 from .conftest import edit
 
@@ -88,3 +88,39 @@ def test_the_pod_given_is_not_changed_by_an_evaluation():
     pod = copy.deepcopy(POD)
     vap.expression("object.metadata.name", pod)
     assert pod == POD and cel_runtime.MATCHES == "_re2_matches"
+
+
+def test_variables_are_inlined_where_they_are_used():
+    definitions = {"a": "object.metadata.name", "b": "(a_b) + 'x'"}
+    assert inline_variables("variables.a == 'p'", definitions) == "(object.metadata.name) == 'p'"
+    assert inline_variables("variables . b", definitions) == "((a_b) + 'x')"
+    # string literals, a field named variables of something else, and unknown names stay
+    assert inline_variables("'variables.a' + x.variables.a", definitions) == "'variables.a' + x.variables.a"
+    assert inline_variables("variables.c", definitions) == "variables.c"
+
+
+LAZY = {
+    "metadata": {"name": "lazy"},
+    "spec": {
+        "failurePolicy": "Fail",
+        "matchConstraints": {"resourceRules": [{"operations": ["CREATE"]}]},
+        "variables": [
+            {"name": "broken", "expression": "object.spec.nosuchfield == 1"},
+            {"name": "name", "expression": "object.metadata.name"},
+            {"name": "greeting", "expression": "'hello ' + variables.name"},
+        ],
+        "validations": [{"expression": "variables.greeting == 'hello p'", "messageExpression": "variables.greeting"}],
+    },
+}
+
+
+def test_a_failing_variable_fails_only_where_it_is_used():
+    # kube-apiserver evaluates variables lazily: an unused failing variable changes nothing
+    assert vap.check(POD, None, LAZY).failures == []
+    other = copy.deepcopy(POD)
+    other["metadata"]["name"] = "q"
+    assert vap.check(other, None, LAZY).failures == ["hello q"]  # the messageExpression, variables inlined
+    uses_broken = copy.deepcopy(LAZY)
+    uses_broken["spec"]["validations"] = [{"expression": "variables.broken"}]
+    [failure] = vap.check(POD, None, uses_broken).failures
+    assert failure.startswith("lazy: validations[0] failed to evaluate:") and "nosuchfield" in failure

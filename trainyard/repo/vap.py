@@ -34,7 +34,6 @@ opinion", and ``allowed()`` is then false.
 from __future__ import annotations
 
 import copy
-import re
 import uuid
 import weakref
 from collections.abc import Iterable, Mapping
@@ -46,7 +45,7 @@ from typing import Any
 import yaml
 
 from trainyard.contract.errors import UserError
-from trainyard.repo.cel_runtime import CelEvalError, Member, Program, Runtime
+from trainyard.repo.cel_runtime import CelEvalError, Member, Program, Runtime, inline_variables
 
 POLICY_FILE = Path("base/webhook/validating-admission-policy.yaml")
 POLICY_KIND = "ValidatingAdmissionPolicy"
@@ -448,55 +447,68 @@ def check(
     cel_params = _params(params)
     if spec.get("paramKind") and cel_params is None:
         return Verdict(True, [f"{name}: no parameter object found (parameterNotFoundAction: Deny)"])
-    activation = _activation(pod, request, rbac)
+    data = _activation(pod, request, rbac)
     if cel_params is not None:
-        activation["params"] = cel_params
+        data["params"] = cel_params
+    data["variables"] = {}  # every variables.<name> is inlined; an unknown name is an error
+    try:
+        activation = runtime().activation(data)
+    except CelEvalError as exc:
+        return Verdict(True, [f"{name}: the object cannot be evaluated: {exc}"]) if fail_closed else Verdict(False)
     errors: list[str] = []
     for cond in spec.get("matchConditions") or []:
         try:
-            if not bool(_run(cond["expression"], activation)):
+            if not bool(_run_in(cond["expression"], activation)):
                 return Verdict(False)
         except (CelEvalError, TypeError) as exc:
             errors.append(f"{name}: match condition {cond.get('name')!r} failed to evaluate: {exc}")
     if errors:
         return Verdict(True, errors) if fail_closed else Verdict(False)
-    variables: dict[str, Any] = {}
-    failed: dict[str, str] = {}  # variable -> its evaluation error
-    activation["variables"] = variables
-    for var in spec.get("variables") or []:
-        try:
-            variables[var["name"]] = _run(var["expression"], activation)
-        except (CelEvalError, TypeError) as exc:
-            # a variable is evaluated lazily by kube-apiserver: an error surfaces where it is used
-            failed[var["name"]] = str(exc)
+    definitions = _definitions(tuple((v.get("name"), v.get("expression")) for v in spec.get("variables") or []))
     failures: list[str] = []
     for i, v in enumerate(spec.get("validations") or []):
         try:
-            ok = bool(_run(v["expression"], activation))
+            ok = bool(_run_in(_inlined(v["expression"], definitions), activation))
         except (CelEvalError, TypeError) as exc:
             if fail_closed:
-                failures.append(f"{name}: validations[{i}] failed to evaluate: {_cause(v['expression'], exc, failed)}")
+                failures.append(f"{name}: validations[{i}] failed to evaluate: {exc}")
             continue
         if ok:
             continue
-        failures.append(_message(v, activation) or f"failed expression: {v['expression']}")
+        failures.append(_message(v, activation, definitions) or f"failed expression: {v['expression']}")
     return Verdict(True, failures)
 
 
-def _cause(expression: str, exc: Exception, failed: Mapping[str, str]) -> str:
-    """The error of the failed variable ``expression`` uses, if any (it surfaces where used);
-    otherwise ``exc``."""
-    for var, error in failed.items():
-        if re.search(rf"\bvariables\.{re.escape(var)}\b", expression):
-            return error
-    return str(exc)
+class _Definitions(dict):
+    """A policy's variables, name -> definition with the variables before it inlined."""
+
+    def __hash__(self) -> int:  # one per distinct variables list (cached below), hashed by identity
+        return id(self)
 
 
-def _message(validation: dict, activation: dict) -> str | None:
+@lru_cache(maxsize=64)
+def _definitions(variables: tuple[tuple[object, object], ...]) -> _Definitions:
+    out = _Definitions()
+    for name, text in variables:
+        if isinstance(name, str) and isinstance(text, str):
+            out[name] = inline_variables(text, out)
+    return out
+
+
+@lru_cache(maxsize=4096)
+def _inlined(text: str, definitions: _Definitions) -> str:
+    return inline_variables(text, definitions)
+
+
+def _run_in(expression: str, activation: Any) -> Any:
+    return _program(expression).evaluate_in(activation)
+
+
+def _message(validation: dict, activation: Any, definitions: _Definitions) -> str | None:
     expr = validation.get("messageExpression")
     if isinstance(expr, str):
         try:
-            text = str(_run(expr, activation))
+            text = str(_run_in(_inlined(expr, definitions), activation))
         except (CelEvalError, TypeError):
             text = ""
         # kube-apiserver falls back to message when the result is blank or has a line break
@@ -530,7 +542,10 @@ def webhook_matches(configuration: dict, pod: dict, request: Request | None = No
     ``request`` of ``pod``: every webhook's rules name the operation on pods, and none of its
     matchConditions is false (an expression error counts as not passing: failurePolicy Ignore)."""
     operation = (request or Request()).operation
-    activation = _activation(pod, request, rbac)
+    try:
+        activation = runtime().activation(_activation(pod, request, rbac))
+    except CelEvalError:
+        return False
     for hook in configuration.get("webhooks") or []:
         if not any(
             operation in (r.get("operations") or []) and "pods" in (r.get("resources") or [])
@@ -539,7 +554,7 @@ def webhook_matches(configuration: dict, pod: dict, request: Request | None = No
             return False
         for cond in hook.get("matchConditions") or []:
             try:
-                if not bool(_run(cond["expression"], activation)):
+                if not bool(_run_in(cond["expression"], activation)):
                     return False
             except (CelEvalError, TypeError):
                 return False
