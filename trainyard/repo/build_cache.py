@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterable
@@ -95,14 +96,15 @@ def inputs(folder: Path, root: Path) -> list[Path]:
                 raise Uncacheable(entry)
             if not entry or "\n" in entry or len(entry) > 4096:
                 continue
-            try:
-                target = (current / entry).resolve()
-                if target.is_file():
-                    files.add(target)
-                elif target.is_dir() and target not in (current, *current.parents):
-                    pending.append(target)
+            try:  # most strings of a kustomization are not paths: one stat tells, before resolving
+                st = os.stat(os.path.join(current, entry))
             except (OSError, ValueError):
                 continue
+            target = (current / entry).resolve()
+            if stat.S_ISREG(st.st_mode):
+                files.add(target)
+            elif stat.S_ISDIR(st.st_mode) and target not in (current, *current.parents):
+                pending.append(target)
     return sorted(files)
 
 
