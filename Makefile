@@ -45,9 +45,12 @@ test: $(call STAMP,dev) tools
 	$(BIN)/python -m pytest -q
 
 # Render and check every cluster; write each job's pod preview to $(PREVIEWS)/ (git-ignored).
+# VALIDATE_FLAGS: more flags, e.g. --changed-since origin/main (a pull request's folders only)
+# or --no-cache (kustomize builds are kept in .trainyard-cache/, keyed by content).
+VALIDATE_FLAGS ?=
 validate: $(call STAMP,$(EXTRAS)) tools
 	rm -rf $(PREVIEWS)
-	$(BIN)/trainyard validate --previews $(PREVIEWS)
+	$(BIN)/trainyard validate --previews $(PREVIEWS) $(VALIDATE_FLAGS)
 
 demo: $(call STAMP,dev) tools
 	$(BIN)/trainyard demo

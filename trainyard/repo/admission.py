@@ -90,6 +90,7 @@ def evaluate(bound: list[Bound], doc: dict, labels: dict[str, dict[str, str]]) -
     request = request_for(doc, labels)
     out = []
     for b in bound:
+        vap.require_compiles(b.policy.doc, b.policy.where())
         verdict = vap.check_bound(b.policy.doc, b.binding.doc, doc, request, b.params)
         if verdict.matched and vap.denies(b.binding.doc):
             out += [f"{b.name}: {m}" for m in verdict.failures]

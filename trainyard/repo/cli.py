@@ -51,6 +51,20 @@ def register(add_parser: AddParser) -> None:
     p.add_argument("--cluster", action="append", default=[], metavar="C", help="a cluster (repeatable; default all)")
     p.add_argument("--previews", metavar="DIR", help="write each job's pod preview to DIR/<cluster>/<job>.txt")
     p.add_argument("--quiet", action="store_true", help="print errors only, no warnings or summary")
+    p.add_argument(
+        "--changed-since",
+        metavar="REF",
+        help="check the job folders changed since the git ref REF (git diff REF...HEAD plus uncommitted changes), "
+        "in their clusters, and print which and why; every cluster and job when base/, policies/, clusters/, a "
+        "cluster's overlays/<c>/platform/ or the tooling changed. A bad ref exits 2",
+    )
+    p.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="keep each folder's kustomize build in DIR, keyed by the content of every file it reads and the "
+        "kustomize version (default: $TRAINYARD_CACHE_DIR, else .trainyard-cache/ at the repository root)",
+    )
+    p.add_argument("--no-cache", action="store_true", help="build every folder with kustomize; read and write no cache")
     p.set_defaults(func=_validate)
 
     p = add_parser(
@@ -129,11 +143,21 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from trainyard.repo import repository, validate
+    from trainyard.repo import build_cache, kustomize, repository, validate
 
     repo = repository.load()
+    if not args.no_cache:
+        kustomize.use_disk_cache(Path(args.cache_dir) if args.cache_dir else build_cache.default_directory(repo.root))
     clusters = [repo.require_cluster(c) for c in args.cluster] or None
-    report = validate.validate(repo, clusters)
+    jobs = None
+    if args.changed_since is not None:
+        from trainyard.repo import changes
+
+        scope = changes.scope(repo, changes.changed_files(repo.root, args.changed_since))
+        for line in scope.describe(args.changed_since):
+            print(line)
+        jobs = None if scope.everything else scope.jobs
+    report = validate.validate(repo, clusters, jobs)
     _print_problems(report.problems, quiet=args.quiet)
     if args.previews:
         written = validate.write_previews(report, Path(args.previews))

@@ -20,6 +20,7 @@ from pathlib import Path
 import yaml
 
 from trainyard.contract.errors import UserError
+from trainyard.repo import build_cache
 from trainyard.repo.rendered import ORIGIN_ANNOTATION, Resource
 from trainyard.repo.repository import KUSTOMIZATION_FILES, Repository
 
@@ -127,9 +128,41 @@ _cache: dict[Path, list[Resource]] = {}
 _cache_lock = threading.Lock()
 
 
+_disk: build_cache.BuildCache | None = None
+
+
 def clear_cache() -> None:
     with _cache_lock:
         _cache.clear()
+
+
+def use_disk_cache(directory: Path | None) -> build_cache.BuildCache | None:
+    """Keep builds on disk under ``directory`` (None: no disk cache) from now on in this process;
+    see :mod:`trainyard.repo.build_cache`."""
+    global _disk
+    _disk = build_cache.BuildCache(directory) if directory is not None else None
+    return _disk
+
+
+@lru_cache(maxsize=1)
+def _tool_version() -> str:
+    return build_cache.tool_version(command())
+
+
+def _cached_build(repo: Repository, path: Path, rel: str) -> list[Resource]:
+    disk = _disk
+    if disk is None:
+        return _build(repo, path, rel)
+    try:
+        key = build_cache.key(path, repo.root, rel, _tool_version(), disk.digest)
+    except (build_cache.Uncacheable, OSError):
+        return _build(repo, path, rel)
+    stored = disk.get(key)
+    if stored is not None:
+        return stored
+    resources = _build(repo, path, rel)
+    disk.put(key, resources)
+    return resources
 
 
 def build(repo: Repository, folder: str | Path, *, cache: bool = True) -> list[Resource]:
@@ -152,7 +185,7 @@ def build(repo: Repository, folder: str | Path, *, cache: bool = True) -> list[R
             hit = _cache.get(path)
         if hit is not None:
             return [_copy(r) for r in hit]
-    resources = _build(repo, path, rel)
+    resources = _cached_build(repo, path, rel)
     if cache:
         with _cache_lock:
             _cache[path] = resources

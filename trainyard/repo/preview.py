@@ -153,6 +153,7 @@ def load_context(repo: Repository, cluster: str, resources: list[Resource] | Non
             f"{facts.profile_where}: the webhook's --profile {facts.profile!r} names no profile in "
             f"{POLICIES}/ (known: {', '.join(policies.names)})"
         )
+    vap.require_compiles(facts.policy.doc, facts.policy.where())
     runtimes = [r.doc for r in resources if trainjob.is_runtime(r.doc)]
     bound = admission.collect(resources, skip=(cluster_facts.VAP_NAME,))
     return Context(cluster, policies, facts.profile, facts.params.doc, facts.policy.doc, runtimes,

@@ -7,6 +7,11 @@ module only keeps the loaded schemas in memory between calls: kubernetes-validat
 check.
 
 Strict means unknown fields are errors, as ``kubectl apply --validate=strict`` would report them.
+
+The same schemas are also compiled by jsonschema-rs (a Draft 2020-12 validator in Rust, about
+7 us for a pod against jsonschema's 4 ms): an object it finds valid has no errors; an object it
+finds invalid is validated again by jsonschema, whose errors are the messages (tests check that
+the two agree on valid and invalid objects).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from functools import lru_cache
 from typing import Any
 
 import jsonschema
+import jsonschema_rs
 import kubernetes_validate
 import referencing
 from kubernetes_validate import utils as kv_utils
@@ -62,6 +68,30 @@ def _validator(kind: str, api_version: str) -> jsonschema.protocols.Validator | 
     return jsonschema.validators.Draft202012Validator(schema, registry=resource @ registry)
 
 
+@lru_cache(maxsize=256)
+def _fast_validator(kind: str, api_version: str) -> Any:
+    """The jsonschema-rs validator of the same schema (None when there is none)."""
+    directory, _, defs = _registry()
+    name = f"kubernetes-json-schema/{directory}/{kind.lower()}-{_api_file_part(api_version)}.json"
+    try:
+        schema = kv_utils.schema_contents(name, KUBERNETES_VERSION)
+    except FileNotFoundError:
+        return None
+    registry = jsonschema_rs.Registry([(defs["$id"], defs)])
+    return jsonschema_rs.Draft202012Validator(schema, registry=registry)
+
+
+def _errors(kind: str, api_version: str, validator: jsonschema.protocols.Validator, doc: dict) -> list[str]:
+    # the schemas expect JSON types (ints, not YAML's other scalars)
+    data = json.loads(json.dumps(doc, default=str))
+    with _lock:
+        fast = _fast_validator(kind, api_version)
+    if fast is not None and fast.is_valid(data):
+        return []
+    errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
+    return [f"{_path(e)}: {_message(e)}" for e in _best(errors)]
+
+
 def has_schema(kind: str, api_version: str) -> bool:
     """Whether ``kind``/``api_version`` is a built-in Kubernetes type (of 1.30)."""
     with _lock:
@@ -104,10 +134,7 @@ def validate(doc: dict) -> list[str]:
         validator = _validator(kind, api_version)
     if validator is None:
         raise LookupError(f"no Kubernetes {KUBERNETES_VERSION} schema for {api_version} {kind}")
-    # the schemas expect JSON types (ints, not YAML's other scalars)
-    data = json.loads(json.dumps(doc, default=str))
-    errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
-    return [f"{_path(e)}: {_message(e)}" for e in _best(errors)]
+    return _errors(kind, api_version, validator, doc)
 
 
 def validate_pod_template(template: dict) -> list[str]:
@@ -116,6 +143,4 @@ def validate_pod_template(template: dict) -> list[str]:
         validator = _validator("PodTemplateSpec", "v1")
     if validator is None:  # pragma: no cover - every schema set has it
         raise LookupError("kubernetes-validate has no PodTemplateSpec schema")
-    data = json.loads(json.dumps(template, default=str))
-    errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
-    return [f"{_path(e)}: {_message(e)}" for e in _best(errors)]
+    return _errors("PodTemplateSpec", "v1", validator, template)

@@ -1,4 +1,4 @@
-"""The admission configuration of base/webhook, evaluated with a real CEL library (cel-python).
+"""The admission configuration of base/webhook, evaluated with a real CEL runtime (cel-cpp).
 
 kube-apiserver evaluates a ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1) for a
 matching request like this, and :func:`check` does the same for a pod CREATE or UPDATE:
@@ -15,7 +15,8 @@ Activation, field by field as admissionregistration/v1 types.go documents it: ``
 ``oldObject`` (null for CREATE, the stored pod for UPDATE), ``params`` (the parameter object named
 by the binding; here the trainyard-fabric-params ConfigMap), ``request`` (the AdmissionRequest:
 uid, kind, resource, requestKind, requestResource, name, namespace, operation, userInfo, dryRun,
-options) and ``authorizer``. CEL's ``matches`` runs on RE2, as in kube-apiserver. A binding
+options) and ``authorizer``. The expressions run compiled in cel-cpp (:mod:`trainyard.repo.cel_runtime`,
+each compiled once per process); CEL's ``matches`` runs on RE2, as in kube-apiserver. A binding
 whose parameter object is missing denies (``parameterNotFoundAction: Deny``).
 
 ``authorizer`` follows kubernetes/apiserver pkg/cel/library/authz.go: ``authorizer.group(g)
@@ -34,17 +35,17 @@ from __future__ import annotations
 
 import copy
 import uuid
+import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import celpy
 import yaml
-from celpy import celtypes
 
 from trainyard.contract.errors import UserError
+from trainyard.repo.cel_runtime import CelEvalError, Member, Program, Runtime, inline_variables
 
 POLICY_FILE = Path("base/webhook/validating-admission-policy.yaml")
 POLICY_KIND = "ValidatingAdmissionPolicy"
@@ -241,106 +242,102 @@ class Rbac:
 
 
 # --- the authorizer CEL library -------------------------------------------------------------------
+#
+# kubernetes/apiserver pkg/cel/library/authz.go: ``authorizer`` (Authorizer) has group(string)
+# -> GroupCheck, path(string) -> PathCheck, serviceAccount(string, string) -> Authorizer and the
+# field requestResource (a ResourceCheck); GroupCheck.resource(string) -> ResourceCheck;
+# ResourceCheck.subresource/namespace/name(string) -> ResourceCheck; ResourceCheck.check(string)
+# and PathCheck.check(string) -> Decision; Decision.allowed() bool, reason() string, errored()
+# bool, error() string. Its values are maps here (the only values the compiled runtime hands to
+# Python functions), each with the kind it stands for and the principal it checks as.
+
+KIND = "@kind"
+_rbacs: weakref.WeakValueDictionary[str, Rbac] = weakref.WeakValueDictionary()
 
 
-class Decision:
-    def __init__(self, allowed: bool, reason: str) -> None:
-        self.allowed, self.reason = allowed, reason
+def _principal(rbac: Rbac, user: User) -> dict[str, Any]:
+    token = str(id(rbac))
+    _rbacs[token] = rbac
+    return {"@rbac": token, "@user": user.username, "@groups": list(user.groups)}
 
 
-class Authorizer(celtypes.MessageType):
-    """``authorizer``: checks as the request's user; ``requestResource`` is its own field."""
-
-    def __init__(self, rbac: Rbac, user: User, request_attrs: Attributes | None = None) -> None:
-        fields = {}
-        if request_attrs is not None:
-            fields[celtypes.StringType("requestResource")] = ResourceCheck(self, request_attrs)
-        super().__init__(fields)
-        self.rbac, self.user = rbac, user
+def authorizer_value(rbac: Rbac, user: User, request_attrs: Attributes | None = None) -> dict[str, Any]:
+    """``authorizer``: checks as ``user``; ``requestResource`` is a check on ``request_attrs``."""
+    out: dict[str, Any] = {KIND: "Authorizer", **_principal(rbac, user)}
+    if request_attrs is not None:
+        out["requestResource"] = _resource_check(out, request_attrs)
+    return out
 
 
-@dataclass(frozen=True, eq=False)
-class PathCheck:
-    authorizer: Authorizer
-    path: str
+def _resource_check(principal: Mapping[str, Any], attrs: Attributes) -> dict[str, Any]:
+    fields = {k: principal[k] for k in ("@rbac", "@user", "@groups")}
+    return {KIND: "ResourceCheck", **fields, "@attrs": dict(attrs.__dict__)}
 
 
-@dataclass(frozen=True, eq=False)
-class GroupCheck:
-    authorizer: Authorizer
-    group: str
-
-
-@dataclass(frozen=True, eq=False)
-class ResourceCheck:
-    authorizer: Authorizer
-    attrs: Attributes
-
-
-def _with(check: object, **changes: str) -> ResourceCheck:
-    if not isinstance(check, ResourceCheck):
-        raise TypeError(f"no such overload for {type(check).__name__}")
-    fields = {**check.attrs.__dict__, **{k: str(v) for k, v in changes.items()}}
-    return ResourceCheck(check.authorizer, Attributes(**fields))
-
-
-def _group(receiver: object, group: object) -> GroupCheck:
-    if not isinstance(receiver, Authorizer):
-        raise TypeError("group() applies to an Authorizer")
-    return GroupCheck(receiver, str(group))
-
-
-def _resource(receiver: object, resource: object) -> ResourceCheck:
-    if not isinstance(receiver, GroupCheck):
-        raise TypeError("resource() applies to a GroupCheck")
-    return ResourceCheck(receiver.authorizer, Attributes(verb="", group=receiver.group, resource=str(resource)))
-
-
-def _path(receiver: object, path: object) -> PathCheck:
-    if not isinstance(receiver, Authorizer):
-        raise TypeError("path() applies to an Authorizer")
-    return PathCheck(receiver, str(path))
-
-
-def _service_account(receiver: object, namespace: object, name: object) -> Authorizer:
-    if not isinstance(receiver, Authorizer):
-        raise TypeError("serviceAccount() applies to an Authorizer")
-    return Authorizer(receiver.rbac, User.service_account(str(namespace), str(name)))
-
-
-def _check(receiver: object, verb: object) -> Decision:
-    if isinstance(receiver, ResourceCheck):
-        attrs = Attributes(**{**receiver.attrs.__dict__, "verb": str(verb)})
-        authorizer = receiver.authorizer
-    elif isinstance(receiver, PathCheck):
-        attrs = Attributes(verb=str(verb), path=receiver.path, resource_request=False)
-        authorizer = receiver.authorizer
-    else:
-        raise TypeError("check() applies to a ResourceCheck or a PathCheck")
-    return Decision(*authorizer.rbac.authorize(authorizer.user, attrs))
-
-
-def _decision(receiver: object) -> Decision:
-    if not isinstance(receiver, Decision):
-        raise TypeError("applies to a Decision")
+def _expect(receiver: Mapping[str, Any], *kinds: str) -> Mapping[str, Any]:
+    if not isinstance(receiver, Mapping) or receiver.get(KIND) not in kinds:
+        raise TypeError(f"no such overload: applies to {' or '.join(kinds)}")
     return receiver
 
 
-AUTHORIZER_FUNCTIONS: dict[str, Any] = {
-    "group": _group,
-    "resource": _resource,
-    "subresource": lambda c, s: _with(c, subresource=s),
-    "namespace": lambda c, ns: _with(c, namespace=ns),
-    "name": lambda c, n: _with(c, name=n),
-    "path": _path,
-    "serviceAccount": _service_account,
-    "check": _check,
-    "allowed": lambda d: celtypes.BoolType(_decision(d).allowed),
-    "reason": lambda d: celtypes.StringType(_decision(d).reason),
+def _with(check: Mapping[str, Any], **changes: str) -> dict[str, Any]:
+    check = _expect(check, "ResourceCheck")
+    return {**check, "@attrs": {**check["@attrs"], **{k: str(v) for k, v in changes.items()}}}
+
+
+def _group(receiver: Mapping[str, Any], group: str) -> dict[str, Any]:
+    receiver = _expect(receiver, "Authorizer")
+    return {**{k: receiver[k] for k in ("@rbac", "@user", "@groups")}, KIND: "GroupCheck", "@group": str(group)}
+
+
+def _resource(receiver: Mapping[str, Any], resource: str) -> dict[str, Any]:
+    receiver = _expect(receiver, "GroupCheck")
+    return _resource_check(receiver, Attributes(verb="", group=receiver["@group"], resource=str(resource)))
+
+
+def _path(receiver: Mapping[str, Any], path: str) -> dict[str, Any]:
+    receiver = _expect(receiver, "Authorizer")
+    return {**{k: receiver[k] for k in ("@rbac", "@user", "@groups")}, KIND: "PathCheck", "@path": str(path)}
+
+
+def _service_account(receiver: Mapping[str, Any], namespace: str, name: str) -> dict[str, Any]:
+    receiver = _expect(receiver, "Authorizer")
+    return authorizer_value(_rbac_of(receiver), User.service_account(str(namespace), str(name)))
+
+
+def _rbac_of(receiver: Mapping[str, Any]) -> Rbac:
+    rbac = _rbacs.get(receiver["@rbac"])
+    if rbac is None:
+        raise TypeError("the authorizer of this request is gone")
+    return rbac
+
+
+def _check(receiver: Mapping[str, Any], verb: str) -> dict[str, Any]:
+    receiver = _expect(receiver, "ResourceCheck", "PathCheck")
+    if receiver[KIND] == "ResourceCheck":
+        attrs = Attributes(**{**receiver["@attrs"], "verb": str(verb)})
+    else:
+        attrs = Attributes(verb=str(verb), path=receiver["@path"], resource_request=False)
+    user = User(receiver["@user"], tuple(receiver["@groups"]))
+    allowed, reason = _rbac_of(receiver).authorize(user, attrs)
+    return {KIND: "Decision", "@allowed": allowed, "@reason": reason}
+
+
+AUTHORIZER_LIBRARY = (
+    Member("group", 1, _group),
+    Member("resource", 1, _resource),
+    Member("subresource", 1, lambda c, s: _with(c, subresource=s)),
+    Member("namespace", 1, lambda c, ns: _with(c, namespace=ns)),
+    Member("name", 1, lambda c, n: _with(c, name=n)),
+    Member("path", 1, _path),
+    Member("serviceAccount", 2, _service_account),
+    Member("check", 1, _check),
+    Member("allowed", 0, lambda d: bool(_expect(d, "Decision")["@allowed"]), "bool"),
+    Member("reason", 0, lambda d: str(_expect(d, "Decision")["@reason"]), "string"),
     # RBAC never errors: errored() is false and error() empty
-    "errored": lambda d: celtypes.BoolType(not isinstance(_decision(d), Decision)),
-    "error": lambda d: celtypes.StringType("" if isinstance(_decision(d), Decision) else "no decision"),
-}
+    Member("errored", 0, lambda d: not _expect(d, "Decision"), "bool"),
+    Member("error", 0, lambda d: "" if _expect(d, "Decision") else "no decision", "string"),
+)
 
 
 @dataclass
@@ -353,19 +350,23 @@ class Verdict:
         return not self.failures
 
 
-_env = celpy.Environment()
+_runtime: Runtime | None = None
 
 
-@lru_cache(maxsize=512)
-def _program(expression: str) -> Any:
-    try:
-        return _env.program(_env.compile(expression), functions=AUTHORIZER_FUNCTIONS)
-    except celpy.CELParseError as exc:
-        raise UserError(f"CEL expression does not parse: {expression!r}: {exc}") from None
+def runtime() -> Runtime:
+    """The one CEL environment of the process (compiled expressions are cached in it)."""
+    global _runtime
+    if _runtime is None:
+        _runtime = Runtime(AUTHORIZER_LIBRARY)
+    return _runtime
+
+
+def _program(expression: str) -> Program:
+    return runtime().program(expression)
 
 
 def compile_policy(policy: dict) -> list[str]:
-    """Parse every expression of ``policy``; return the problems ('spec.x[i].expression: ...')."""
+    """Compile every expression of ``policy``; return the problems ('spec.x[i].expression: ...')."""
     problems = []
     for path, expr in _expressions(policy):
         try:
@@ -373,6 +374,15 @@ def compile_policy(policy: dict) -> list[str]:
         except UserError as exc:
             problems.append(f"{path}: {exc}")
     return problems
+
+
+def require_compiles(policy: dict, where: str) -> None:
+    """Raise :class:`UserError` naming ``where`` (the policy's file), the policy, and each
+    expression of it that does not compile (the compiled ones are cached: this is cheap)."""
+    problems = compile_policy(policy)
+    if problems:
+        name = (policy.get("metadata") or {}).get("name", "?")
+        raise UserError(f"{where}: ValidatingAdmissionPolicy {name}: " + "; ".join(problems))
 
 
 def _expressions(policy: dict) -> list[tuple[str, str]]:
@@ -386,35 +396,35 @@ def _expressions(policy: dict) -> list[tuple[str, str]]:
     return out
 
 
-def _run(expression: str, activation: dict) -> Any:
-    result = _program(expression).evaluate(activation)
-    if isinstance(result, celpy.CELEvalError):
-        raise result
-    return result
+def _run(expression: str, activation: Mapping[str, Any]) -> Any:
+    return _program(expression).evaluate(activation)
 
 
 def _params(params: object) -> Any:
     if params is None:
         return None
     if isinstance(params, dict) and ("data" in params or params.get("kind") == "ConfigMap"):
-        doc = params
-    elif isinstance(params, dict):
-        doc = {"data": params}
-    else:
-        raise TypeError("params must be the parameter ConfigMap (a dict) or its data mapping")
-    return celpy.json_to_cel(copy.deepcopy(doc))
+        return params
+    if isinstance(params, dict):
+        return {"data": params}
+    raise TypeError("params must be the parameter ConfigMap (a dict) or its data mapping")
 
 
 def _activation(pod: dict, request: Request | None, rbac: Rbac | None) -> dict[str, Any]:
+    """The variables of an evaluation; the runtime converts (copies) them at each evaluation, so
+    nothing here is changed by it."""
     request = request or Request()
     req = request.as_json(pod)
     attrs = Attributes(verb="", resource="pods", namespace=req["namespace"], name=req["name"])
     return {
-        "object": celpy.json_to_cel(copy.deepcopy(pod)),
-        "oldObject": celpy.json_to_cel(copy.deepcopy(request.old)) if request.old is not None else None,
-        "request": celpy.json_to_cel(req),
-        "authorizer": Authorizer(rbac or Rbac(), request.user, attrs),
+        "object": pod,
+        "oldObject": request.old,
+        "request": req,
+        "authorizer": authorizer_value(rbac or NO_RBAC, request.user, attrs),
     }
+
+
+NO_RBAC = Rbac()
 
 
 def check(
@@ -437,46 +447,69 @@ def check(
     cel_params = _params(params)
     if spec.get("paramKind") and cel_params is None:
         return Verdict(True, [f"{name}: no parameter object found (parameterNotFoundAction: Deny)"])
-    activation = _activation(pod, request, rbac)
+    data = _activation(pod, request, rbac)
     if cel_params is not None:
-        activation["params"] = cel_params
+        data["params"] = cel_params
+    data["variables"] = {}  # every variables.<name> is inlined; an unknown name is an error
+    try:
+        activation = runtime().activation(data)
+    except CelEvalError as exc:
+        return Verdict(True, [f"{name}: the object cannot be evaluated: {exc}"]) if fail_closed else Verdict(False)
     errors: list[str] = []
     for cond in spec.get("matchConditions") or []:
         try:
-            if not bool(_run(cond["expression"], activation)):
+            if not bool(_run_in(cond["expression"], activation)):
                 return Verdict(False)
-        except (celpy.CELEvalError, TypeError) as exc:
+        except (CelEvalError, TypeError) as exc:
             errors.append(f"{name}: match condition {cond.get('name')!r} failed to evaluate: {exc}")
     if errors:
         return Verdict(True, errors) if fail_closed else Verdict(False)
-    variables = celtypes.MapType()
-    activation["variables"] = variables
-    for var in spec.get("variables") or []:
-        try:
-            variables[celtypes.StringType(var["name"])] = _run(var["expression"], activation)
-        except (celpy.CELEvalError, TypeError) as exc:
-            # a variable is evaluated lazily by kube-apiserver: an error surfaces where it is used
-            variables[celtypes.StringType(var["name"])] = exc
+    definitions = _definitions(tuple((v.get("name"), v.get("expression")) for v in spec.get("variables") or []))
     failures: list[str] = []
     for i, v in enumerate(spec.get("validations") or []):
         try:
-            ok = bool(_run(v["expression"], activation))
-        except (celpy.CELEvalError, TypeError) as exc:
+            ok = bool(_run_in(_inlined(v["expression"], definitions), activation))
+        except (CelEvalError, TypeError) as exc:
             if fail_closed:
                 failures.append(f"{name}: validations[{i}] failed to evaluate: {exc}")
             continue
         if ok:
             continue
-        failures.append(_message(v, activation) or f"failed expression: {v['expression']}")
+        failures.append(_message(v, activation, definitions) or f"failed expression: {v['expression']}")
     return Verdict(True, failures)
 
 
-def _message(validation: dict, activation: dict) -> str | None:
+class _Definitions(dict):
+    """A policy's variables, name -> definition with the variables before it inlined."""
+
+    def __hash__(self) -> int:  # one per distinct variables list (cached below), hashed by identity
+        return id(self)
+
+
+@lru_cache(maxsize=64)
+def _definitions(variables: tuple[tuple[object, object], ...]) -> _Definitions:
+    out = _Definitions()
+    for name, text in variables:
+        if isinstance(name, str) and isinstance(text, str):
+            out[name] = inline_variables(text, out)
+    return out
+
+
+@lru_cache(maxsize=4096)
+def _inlined(text: str, definitions: _Definitions) -> str:
+    return inline_variables(text, definitions)
+
+
+def _run_in(expression: str, activation: Any) -> Any:
+    return _program(expression).evaluate_in(activation)
+
+
+def _message(validation: dict, activation: Any, definitions: _Definitions) -> str | None:
     expr = validation.get("messageExpression")
     if isinstance(expr, str):
         try:
-            text = str(_run(expr, activation))
-        except (celpy.CELEvalError, TypeError):
+            text = str(_run_in(_inlined(expr, definitions), activation))
+        except (CelEvalError, TypeError):
             text = ""
         # kube-apiserver falls back to message when the result is blank or has a line break
         if text.strip() and "\n" not in text:
@@ -509,7 +542,10 @@ def webhook_matches(configuration: dict, pod: dict, request: Request | None = No
     ``request`` of ``pod``: every webhook's rules name the operation on pods, and none of its
     matchConditions is false (an expression error counts as not passing: failurePolicy Ignore)."""
     operation = (request or Request()).operation
-    activation = _activation(pod, request, rbac)
+    try:
+        activation = runtime().activation(_activation(pod, request, rbac))
+    except CelEvalError:
+        return False
     for hook in configuration.get("webhooks") or []:
         if not any(
             operation in (r.get("operations") or []) and "pods" in (r.get("resources") or [])
@@ -518,9 +554,9 @@ def webhook_matches(configuration: dict, pod: dict, request: Request | None = No
             return False
         for cond in hook.get("matchConditions") or []:
             try:
-                if not bool(_run(cond["expression"], activation)):
+                if not bool(_run_in(cond["expression"], activation)):
                     return False
-            except (celpy.CELEvalError, TypeError):
+            except (CelEvalError, TypeError):
                 return False
     return True
 

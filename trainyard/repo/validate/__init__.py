@@ -68,6 +68,7 @@ class ClusterCheck:
     repo: Repository
     render: argocd.ClusterRender
     policies: PolicySet
+    only_jobs: set[str] | None = None  # job folders whose pods to preview; None: every job
     problems: list[Problem] = field(default_factory=list)
     previews: list[preview.JobPreview] = field(default_factory=list)
 
@@ -91,7 +92,12 @@ class ClusterCheck:
         self.problems.append(warning(where, message, obj, self.cluster))
 
 
-def validate(repo: Repository, clusters: list[str] | None = None) -> Report:
+def validate(
+    repo: Repository, clusters: list[str] | None = None, only_jobs: dict[str, set[str]] | None = None
+) -> Report:
+    """Check ``clusters`` (default: all). ``only_jobs`` (cluster -> job folders), when given, limits the
+    check to its clusters and the pod previews to those folders; the cluster-wide checks (names,
+    capacity, Argo CD, admission configuration) still read every job."""
     from trainyard.repo.validate import argo, capacity, fabric, jobs, objects, security
 
     report = Report()
@@ -101,9 +107,11 @@ def validate(repo: Repository, clusters: list[str] | None = None) -> Report:
     except UserError as exc:  # a source itself is wrong: reported by the cluster checks too
         report.problems.append(error(generate.RUNTIMES.as_posix(), f"cannot check the generated files: {exc}"))
     for cluster in clusters or repo.clusters():
+        if only_jobs is not None and cluster not in only_jobs:
+            continue
         render = argocd.render_cluster(repo, cluster)
         report.renders[cluster] = render
-        ctx = ClusterCheck(repo, render, policies)
+        ctx = ClusterCheck(repo, render, policies, only_jobs[cluster] if only_jobs is not None else None)
         for r in ctx.resources:
             objects.check_resource(ctx, r)
         argo.check_applications(ctx)

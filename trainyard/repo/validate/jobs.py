@@ -41,7 +41,7 @@ def check_jobs(ctx: ClusterCheck) -> None:
             refused = check_trainjob_spec(ctx, r, expect, admission)
         else:
             refused = check_job_spec(ctx, r, expect)
-        if refused or admission is None:
+        if refused or admission is None or (ctx.only_jobs is not None and r.source not in ctx.only_jobs):
             continue
         try:
             jp = preview.preview_job(r, admission)
