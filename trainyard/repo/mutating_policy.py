@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import copy
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 
 import yaml
@@ -860,14 +860,24 @@ def limits_hit(pod: dict, profile: CompiledProfile | None = None) -> list[str]:
 @dataclass
 class Outcome:
     pod: dict  # the pod after every matching policy's mutation
-    profile: str | None  # the profile whose policy matched; None: no policy matched
+    profile: str | None  # the profile whose policy matched and mutated it; None: none did
     ops: list[dict]
+    errors: list[str] = field(default_factory=list)  # policies skipped for an error (failurePolicy Ignore)
+
+
+def _failed(result) -> str | None:
+    """The error a CEL result holds (the runtime returns errors as values), or None."""
+    from cel_expr_python import cel
+
+    return str(result.plain_value()) if result.type() == cel.Type.ERROR else None
 
 
 class Harness:
-    """Every profile's MutatingAdmissionPolicy, compiled once, applied as kube-apiserver would:
-    for each policy whose matchConditions all hold (an error counts as not matching: failurePolicy
-    Ignore), its variables, then its JSONPatch mutation applied to the pod."""
+    """Every profile's MutatingAdmissionPolicy, compiled once, applied as kube-apiserver applies it
+    at CREATE: a policy runs when all its matchConditions are true (one that errs, and none false,
+    is a failure); its variables are evaluated, then its JSONPatch mutation, whose patch is applied
+    to the pod. A failure skips the policy under failurePolicy Ignore and refuses the request
+    under Fail (:class:`HarnessError`)."""
 
     def __init__(self, docs: list[dict]) -> None:
         self.env = environment()
@@ -879,6 +889,7 @@ class Harness:
             spec = doc["spec"]
             compiled = {
                 "name": name,
+                "fail": spec.get("failurePolicy", "Fail") == "Fail",
                 "conditions": [(m["name"], self._compile(name, "matchConditions", m)) for m in spec["matchConditions"]],
                 "variables": [(v["name"], self._compile(name, "variables", v)) for v in spec.get("variables") or []],
                 "mutations": [
@@ -899,12 +910,6 @@ class Harness:
         except Exception as exc:  # the runtime raises RuntimeError with the checker's message
             raise HarnessError(f"policy {policy}: {section}[{item['name']}] does not compile: {exc}") from None
 
-    @staticmethod
-    def _value(result, where: str) -> object:
-        if result.type().name() == "error":
-            raise HarnessError(f"{where}: {result.plain_value()}")
-        return result.plain_value()
-
     def admit(
         self,
         pod: dict,
@@ -923,61 +928,49 @@ class Harness:
             "namespace": namespace or "",
             "kind": {"group": "", "version": "v1", "kind": "Pod"},
         }
-        current = copy.deepcopy(pod)
-        applied: str | None = None
-        all_ops: list[dict] = []
+        out = Outcome(copy.deepcopy(pod), None, [])
         for p in self.policies:
             data = {
-                "object": current,
+                "object": out.pod,
                 "oldObject": None,
                 "request": request,
                 "params": params,
                 "authorizer": {"allowed": may_opt_out},
                 "variables": {},
             }
-            matched = True
-            for _condition, expr in p["conditions"]:
-                result = expr.eval(data=data)
-                value = None if result.type().name() == "error" else result.plain_value()
-                if value is not True:
-                    matched = False
-                    break
-            if not matched:
+            conditions = [(name, expr.eval(data=data)) for name, expr in p["conditions"]]
+            if any(_failed(r) is None and r.plain_value() is False for _, r in conditions):
                 continue
+            failed = [f"matchConditions[{name}]: {_failed(r)}" for name, r in conditions if _failed(r) is not None]
             values: dict[str, object] = {}
+            broken: list[str] = []
             for name, expr in p["variables"]:
                 data["variables"] = values
                 result = expr.eval(data=data)
-                # an error stays an error: it matters only if the mutation reads it
-                values[name] = None if result.type().name() == "error" else result.plain_value()
-                if result.type().name() == "error":
-                    values[name] = _Unset(f"policy {p['name']}: variables[{name}]: {result.plain_value()}")
-            broken = {k: v for k, v in values.items() if isinstance(v, _Unset)}
-            data["variables"] = {k: v for k, v in values.items() if not isinstance(v, _Unset)}
-            for i, expr in enumerate(p["mutations"]):
+                if _failed(result) is None:  # an error matters only if the mutation reads the variable
+                    values[name] = result.plain_value()
+                else:
+                    broken.append(f"variables[{name}]: {_failed(result)}")
+            ops: list[dict] = []
+            for i, expr in enumerate([] if failed else p["mutations"]):
                 result = expr.eval(data=data)
-                if result.type().name() == "error":
-                    why = "; ".join(str(b) for b in broken.values())
-                    raise HarnessError(
-                        f"policy {p['name']}: mutations[{i}] fails: {result.plain_value()}"
-                        + (f" ({why})" if why else "")
-                    )
-                ops = [_as_patch(op, f"policy {p['name']}: mutations[{i}]") for op in result.plain_value()]
-                try:
-                    current = jsonpatch.apply_patch(current, ops)
-                except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
-                    raise HarnessError(f"policy {p['name']}: mutations[{i}]: the patch does not apply: {exc}") from None
-                all_ops += ops
-            applied = p["name"].removeprefix(PREFIX)
-        return Outcome(current, applied, all_ops)
-
-
-class _Unset:
-    def __init__(self, why: str) -> None:
-        self.why = why
-
-    def __str__(self) -> str:
-        return self.why
+                if _failed(result) is not None:
+                    failed.append(f"mutations[{i}]: {_failed(result)}" + (f" ({'; '.join(broken)})" if broken else ""))
+                    break
+                ops += [_as_patch(op, f"policy {p['name']}: mutations[{i}]") for op in result.plain_value()]
+            if failed:
+                message = f"policy {p['name']}: " + "; ".join(failed)
+                if p["fail"]:
+                    raise HarnessError(message)
+                out.errors.append(message)
+                continue
+            try:
+                out.pod = jsonpatch.apply_patch(out.pod, ops)
+            except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
+                raise HarnessError(f"policy {p['name']}: the patch does not apply: {exc}") from None
+            out.ops += ops
+            out.profile = p["name"].removeprefix(PREFIX)
+        return out
 
 
 @dataclass

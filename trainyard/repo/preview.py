@@ -189,6 +189,7 @@ def _admit_by_policy(out: PodPreview, pod: dict, namespace: str, ctx: Context) -
     wanted = requested_fabric((pod.get("metadata") or {}).get("labels")) or ctx.profile
     profile = ctx.policies.get(wanted) if isinstance(wanted, str) else None
     out.limits = mutating_policy.limits_hit(before, profile)
+    out.warnings += [f"the policy is skipped for an error (failurePolicy Ignore): {e}" for e in outcome.errors]
     if outcome.profile is None:
         out.reason = "no MutatingAdmissionPolicy matches it"
         return
