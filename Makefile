@@ -18,6 +18,7 @@ PREVIEWS ?= previews
 
 help:
 	@echo "make demo      the main path end to end on local defaults"
+	@echo "               (make demo DEMO='--admission policy': the pods through the MutatingAdmissionPolicies, offline)"
 	@echo "make test      the test suite"
 	@echo "make validate  render and validate every cluster, write pod previews to previews/"
 	@echo "make lint      ruff"
@@ -52,8 +53,9 @@ validate: $(call STAMP,$(EXTRAS)) tools
 	rm -rf $(PREVIEWS)
 	$(BIN)/trainyard validate --previews $(PREVIEWS) $(VALIDATE_FLAGS)
 
+# DEMO: extra arguments, e.g. DEMO='--admission policy --cluster prod-ib --job horovod'
 demo: $(call STAMP,dev) tools
-	$(BIN)/trainyard demo
+	$(BIN)/trainyard demo $(DEMO)
 
 lint: $(call STAMP,dev)
 	$(BIN)/ruff check .

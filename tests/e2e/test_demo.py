@@ -208,3 +208,18 @@ def test_an_mpijob_is_refused_with_the_reason(tmp_path):
     assert r.returncode == 2, r.stdout[-2000:] + r.stderr[-2000:]
     assert r.stderr.startswith("error: pod horovod-launcher: container mpi runs 'mpirun', not the trainer image's")
     assert "an MPIJob's launcher runs mpirun" in r.stderr and "Traceback" not in r.stderr + r.stdout
+
+
+@pytest.mark.parametrize(("cluster", "job", "pods"), [("prod-ib", "horovod", 3), ("dev", "smoke-ddp", 2)])
+def test_demo_policy_path(cluster, job, pods):
+    """``--admission policy``: the job's pods through the MutatingAdmissionPolicies' CEL, offline; each is
+    the engine's pod, a second pass changes nothing, the ValidatingAdmissionPolicy admits it."""
+    r = demo("--admission", "policy", "--cluster", cluster, "--job", job)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = [line for line in r.stdout.splitlines() if "operations; engine:" in line]
+    assert len(lines) == pods, r.stdout
+    for line in lines:
+        assert "engine: same pod; second pass: no change; admission policy: admits" in line, line
+    mode = "applies the fabric by policy" if cluster == "prod-ib" else "runs the webhook (admission: webhook)"
+    assert mode in r.stdout
+    assert "+ container" in r.stdout and "env NCCL_SOCKET_IFNAME=net1" in r.stdout

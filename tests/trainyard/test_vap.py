@@ -1,4 +1,4 @@
-"""The admission configuration of base/webhook, evaluated with cel-python on RE2: the webhook's
+"""The admission configuration of base/webhook, evaluated with compiled CEL (cel-cpp) on RE2: the webhook's
 matchConditions and the ValidatingAdmissionPolicy. Fail-open webhook, fail-closed check of the
 final pod at CREATE and UPDATE, one image identity and one opt-out rule with the engine, and the
 opt-out decided by kube-apiserver's authorizer (emulated RBAC) from the rendered RBAC."""

@@ -9,7 +9,16 @@ import pytest
 
 from trainyard.contract.quantity import parse_quantity
 
-CLUSTERS = ["dev", "prod-roce", "prod-ib"]
+# the clusters whose admission is the webhook (prod-ib declares admission: policy and runs none:
+# tests/trainyard/test_mutating_policy.py)
+CLUSTERS = ["dev", "prod-roce"]
+
+
+def test_these_are_the_webhook_clusters(repo):
+    from trainyard.repo import declared
+
+    webhook = [c for c in repo.clusters() if declared.load(repo, c).spec.admission == "webhook"]
+    assert sorted(webhook) == sorted(CLUSTERS)
 
 
 def objects(report, cluster: str) -> dict[tuple[str, str], dict]:

@@ -4,6 +4,10 @@ Each fact has one source in the manifests: the webhook's default profile is the 
 argument of the trainyard-webhook Deployment (its ``$(TRAINYARD_PROFILE)`` expanded from the
 container's env, as the kubelet does); the admission policy's parameters are the
 trainyard-fabric-params ConfigMap; the fabric networks are the NetworkAttachmentDefinitions.
+
+A cluster in ``admission: policy`` mode renders no webhook Deployment but one MutatingAdmissionPolicy
+per fabric profile (trainyard/repo/mutating_policy.py); its default profile is then what the policies
+read, ``defaultFabric`` of trainyard-fabric-params.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ PARAMS_CONFIGMAP = "trainyard-fabric-params"
 POLICIES_CONFIGMAP = "trainyard-policies"
 MUTATING_WEBHOOK = "trainyard-fabric"
 VAP_NAME = "trainyard-fabric-required"
+MUTATING_POLICY_PREFIX = "trainyard-fabric-"  # trainyard/repo/mutating_policy.py: one per profile
 TRAINING_NAMESPACE = "ml-training"
 INJECTION_LABEL = INJECTION_NAMESPACE_LABEL
 
@@ -38,6 +43,23 @@ class Facts:
     webhook: Resource | None = None
     nads: dict[tuple[str, str], Resource] = field(default_factory=dict)  # (namespace, name)
     namespaces: dict[str, Resource] = field(default_factory=dict)
+    # MutatingAdmissionPolicies and their bindings (admission: policy), by name
+    mutating_policies: dict[str, Resource] = field(default_factory=dict)
+    mutating_bindings: dict[str, Resource] = field(default_factory=dict)
+
+    @property
+    def mode(self) -> str:
+        """``policy`` when the render applies the fabric by MutatingAdmissionPolicy and runs no
+        webhook, else ``webhook``."""
+        return "policy" if self.mutating_policies and self.webhook is None else "webhook"
+
+    @property
+    def default_profile(self) -> str | None:
+        """The profile of unlabelled pods: the webhook's --profile, or in policy mode the
+        parameters' defaultFabric (which the policies read)."""
+        if self.mode == "policy":
+            return self.params_data.get("defaultFabric") or None
+        return self.profile
 
     @property
     def params_data(self) -> dict[str, str]:
@@ -76,6 +98,10 @@ def collect(resources: Iterable[Resource]) -> Facts:
             f.binding = r
         elif r.kind == "MutatingWebhookConfiguration" and r.name == MUTATING_WEBHOOK:
             f.mutating = r
+        elif r.kind == "MutatingAdmissionPolicy" and r.name.startswith(MUTATING_POLICY_PREFIX):
+            f.mutating_policies[r.name] = r
+        elif r.kind == "MutatingAdmissionPolicyBinding" and r.name.startswith(MUTATING_POLICY_PREFIX):
+            f.mutating_bindings[r.name] = r
         elif nad.is_nad(r.doc):
             f.nads[(r.namespace or "default", r.name)] = r
         elif r.kind == "Namespace" and r.group == "":

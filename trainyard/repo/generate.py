@@ -4,6 +4,9 @@
   (:mod:`trainyard.repo.runtimes`);
 - ``base/pod-security/``: the job namespaces' pod security policy, Pod Security baseline plus what
   the fabric profiles add (:mod:`trainyard.repo.podsecurity`);
+- ``base/mutating-policy/``: one MutatingAdmissionPolicy and binding per FabricProfile, and the
+  kustomize Component with which a cluster in ``admission: policy`` mode swaps them in for the
+  webhook (:mod:`trainyard.repo.mutating_policy`);
 - ``overlays/<cluster>/platform/kueue/``: each cluster's Kueue Topology, ResourceFlavors,
   ClusterQueue and LocalQueue, from ``clusters/<cluster>/cluster.yaml`` (:mod:`trainyard.repo.kueue`).
 
@@ -17,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainyard.repo import cluster_facts, declared, kueue, podsecurity, runtimes
+from trainyard.repo import cluster_facts, declared, kueue, mutating_policy, podsecurity, runtimes
 from trainyard.repo.repository import OVERLAYS, POLICIES, Repository
 
 RUNTIMES = Path("base/runtimes")
@@ -64,6 +67,9 @@ def expected(repo: Repository) -> list[Generated]:
     source = f"{POLICIES.as_posix()}/"
     out.append(Generated(f"{podsecurity.FOLDER}/{podsecurity.FILE}", podsecurity.render(policies, source), source))
     out.append(Generated(f"{podsecurity.FOLDER}/kustomization.yaml", _kustomization(podsecurity.FILE, source), source))
+    folder = mutating_policy.FOLDER
+    out.append(Generated(f"{folder}/{mutating_policy.FILE}", mutating_policy.render(policies, source), source))
+    out.append(Generated(f"{folder}/kustomization.yaml", mutating_policy.component(source), source))
     for cluster in repo.clusters():
         facts = declared.load(repo, cluster)
         source = f"clusters/{cluster}/{declared.FILE}"
@@ -80,6 +86,7 @@ def _generated_on_disk(repo: Repository) -> list[str]:
     patterns = [
         f"{RUNTIMES.as_posix()}/*/*.yaml",
         f"{podsecurity.FOLDER}/*.yaml",
+        f"{mutating_policy.FOLDER}/*.yaml",
         f"{OVERLAYS.as_posix()}/*/platform/kueue/*.yaml",
     ]
     for pattern in patterns:

@@ -24,7 +24,7 @@ import jsonpatch
 import yaml
 
 from trainyard.contract.errors import UserError
-from trainyard.contract.names import JOB_LABELS, KUEUE_TOPOLOGY_GATE
+from trainyard.contract.names import JOB_LABELS, KUEUE_TOPOLOGY_GATE, requested_fabric
 from trainyard.repo import (
     admission,
     cluster_facts,
@@ -32,6 +32,7 @@ from trainyard.repo import (
     jobset,
     kueue,
     kustomize,
+    mutating_policy,
     schema,
     strategic_merge,
     training_operator,
@@ -62,6 +63,12 @@ class Context:
     queues: kueue.Queues = field(default_factory=kueue.Queues)
     bound: list[admission.Bound] = field(default_factory=list)  # other policies (pod security) and bindings
     namespaces: dict[str, dict[str, str]] = field(default_factory=dict)  # namespace -> labels
+    # admission: policy (no webhook): the cluster's MutatingAdmissionPolicies, compiled
+    harness: mutating_policy.Harness | None = None
+
+    @property
+    def mode(self) -> str:
+        return "webhook" if self.harness is None else "policy"
 
 
 @dataclass
@@ -79,6 +86,7 @@ class PodPreview:
     schema_errors: list[str] = field(default_factory=list)
     policies: list[str] = field(default_factory=list)  # the other bound policies that evaluate the admitted pod
     denied: list[str] = field(default_factory=list)  # '<policy>: <message>' of those that reject it
+    limits: list[str] = field(default_factory=list)  # policy mode: the rules of mutating_policy.LIMITS it hits
 
     def problems(self) -> list[str]:
         """What would go wrong at admission, in words."""
@@ -140,24 +148,53 @@ def load_context(repo: Repository, cluster: str, resources: list[Resource] | Non
         resources = platform_resources(repo, cluster)
     facts = cluster_facts.collect(resources)
     where = f"{OVERLAYS.as_posix()}/{cluster}/platform/webhook"
-    if facts.webhook is None or not facts.profile:
-        raise UserError(
-            f"{where}: the cluster renders no {cluster_facts.WEBHOOK_DEPLOYMENT} Deployment with a --profile; "
-            "it needs base/webhook and a defaultFabric in trainyard-fabric-params"
-        )
     if facts.params is None or facts.policy is None:
         raise UserError(f"{where}: the cluster renders no trainyard-fabric-params ConfigMap or admission policy")
-    policies = load_policies(repo.root / POLICIES)
-    if policies.get(facts.profile) is None:
+    harness = None
+    if facts.mode == "policy":
+        if not facts.default_profile:
+            raise UserError(f"{facts.params.where()}: no defaultFabric: the MutatingAdmissionPolicies read it")
+        harness = mutating_policy.Harness([r.doc for r in facts.mutating_policies.values()])
+    elif facts.webhook is None or not facts.profile:
         raise UserError(
-            f"{facts.profile_where}: the webhook's --profile {facts.profile!r} names no profile in "
+            f"{where}: the cluster renders no {cluster_facts.WEBHOOK_DEPLOYMENT} Deployment with a --profile "
+            "(admission: webhook) nor MutatingAdmissionPolicies (admission: policy); it needs base/webhook "
+            "and a defaultFabric in trainyard-fabric-params"
+        )
+    profile = facts.default_profile or ""
+    policies = load_policies(repo.root / POLICIES)
+    if policies.get(profile) is None:
+        raise UserError(
+            f"{facts.profile_where or facts.params.where()}: the default profile {profile!r} names no profile in "
             f"{POLICIES}/ (known: {', '.join(policies.names)})"
         )
     vap.require_compiles(facts.policy.doc, facts.policy.where())
     runtimes = [r.doc for r in resources if trainjob.is_runtime(r.doc)]
     bound = admission.collect(resources, skip=(cluster_facts.VAP_NAME,))
-    return Context(cluster, policies, facts.profile, facts.params.doc, facts.policy.doc, runtimes,
-                   kueue.Queues.collect(resources), bound, admission.namespace_labels(resources))  # fmt: skip
+    return Context(cluster, policies, profile, facts.params.doc, facts.policy.doc, runtimes,
+                   kueue.Queues.collect(resources), bound, admission.namespace_labels(resources),
+                   harness)  # fmt: skip
+
+
+def _admit_by_policy(out: PodPreview, pod: dict, namespace: str, ctx: Context) -> None:
+    """Policy mode: the pod through the cluster's MutatingAdmissionPolicies (their CEL, evaluated)."""
+    assert ctx.harness is not None
+    data = ctx.params.get("data") if isinstance(ctx.params.get("data"), dict) else {}
+    offered = {k.removeprefix("fabric."): v for k, v in data.items() if k.startswith("fabric.")}
+    before = mutating_policy.normalise(pod)
+    try:
+        outcome = ctx.harness.admit(before, namespace=namespace, default=ctx.profile, offered=offered)
+    except mutating_policy.HarnessError as exc:  # failurePolicy Ignore: the pod goes on unmutated
+        out.warnings.append(f"the mutating admission policy fails on it, so it is not mutated: {exc}")
+        return
+    wanted = requested_fabric((pod.get("metadata") or {}).get("labels")) or ctx.profile
+    profile = ctx.policies.get(wanted) if isinstance(wanted, str) else None
+    out.limits = mutating_policy.limits_hit(before, profile)
+    out.warnings += [f"the policy is skipped for an error (failurePolicy Ignore): {e}" for e in outcome.errors]
+    if outcome.profile is None:
+        out.reason = "no MutatingAdmissionPolicy matches it"
+        return
+    out.action, out.profile, out.ops, out.after = "mutate", outcome.profile, outcome.ops, outcome.pod
 
 
 def preview_pod(pod: dict, ctx: Context) -> PodPreview:
@@ -166,6 +203,9 @@ def preview_pod(pod: dict, ctx: Context) -> PodPreview:
     name = jobset.pod_name(pod)
     namespace = (pod.get("metadata") or {}).get("namespace") or "default"
     out = PodPreview(name=name, before=pod, after=pod, action="skip", profile=None)
+    if ctx.harness is not None:
+        _admit_by_policy(out, pod, namespace, ctx)
+        return _admitted(out, ctx)
     try:
         decision = admit(copy.deepcopy(pod), ctx.policies, ctx.profile, namespace)
     except MutationError as exc:
@@ -177,6 +217,12 @@ def preview_pod(pod: dict, ctx: Context) -> PodPreview:
         out.ops = decision.mutation.ops
         out.warnings = decision.mutation.warnings
         out.after = jsonpatch.apply_patch(pod, decision.mutation.ops)
+    return _admitted(out, ctx)
+
+
+def _admitted(out: PodPreview, ctx: Context) -> PodPreview:
+    """What the ValidatingAdmissionPolicies and the schema say of the pod before and after mutation."""
+    pod = out.before
     out.vap_before = vap.check(pod, ctx.params, ctx.policy)
     out.vap_after = vap.check(out.after, ctx.params, ctx.policy) if out.action != "deny" else None
     out.schema_errors = schema.validate(out.after)

@@ -26,6 +26,8 @@ CLUSTER_SCOPED = frozenset(
         ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"),
         ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
         ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding"),
+        ("admissionregistration.k8s.io", "MutatingAdmissionPolicy"),
+        ("admissionregistration.k8s.io", "MutatingAdmissionPolicyBinding"),
         ("storage.k8s.io", "StorageClass"),
         ("scheduling.k8s.io", "PriorityClass"),
         ("networking.k8s.io", "IngressClass"),

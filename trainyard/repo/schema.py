@@ -30,23 +30,28 @@ from kubernetes_validate import utils as kv_utils
 
 KUBERNETES_VERSION = "1.30"
 STRICT = True
+# Built-in kinds newer than KUBERNETES_VERSION, checked against the schemas of the release that made
+# them GA. Only clusters that declare that release or later render them (trainyard/repo/declared.py:
+# `admission: policy` needs 1.36, where MutatingAdmissionPolicy is admissionregistration.k8s.io/v1).
+NEWER_KINDS = {
+    ("MutatingAdmissionPolicy", "admissionregistration.k8s.io/v1"): "1.36",
+    ("MutatingAdmissionPolicyBinding", "admissionregistration.k8s.io/v1"): "1.36",
+}
 
 _lock = threading.Lock()
 
 
-def _schema_dir() -> str:
-    versions = [v for v in kv_utils.all_versions() if kv_utils.major_minor(v) == KUBERNETES_VERSION]
+def _schema_dir(version: str = KUBERNETES_VERSION) -> str:
+    versions = [v for v in kv_utils.all_versions() if kv_utils.major_minor(v) == version]
     if not versions:
-        raise RuntimeError(
-            f"kubernetes-validate {kubernetes_validate.__version__} has no schemas for {KUBERNETES_VERSION}"
-        )
+        raise RuntimeError(f"kubernetes-validate {kubernetes_validate.__version__} has no schemas for {version}")
     return f"v{versions[-1]}-local" + ("-strict" if STRICT else "")
 
 
-@lru_cache(maxsize=1)
-def _registry() -> tuple[str, referencing.Registry, Any]:
-    directory = _schema_dir()
-    defs = kv_utils.schema_contents(f"kubernetes-json-schema/{directory}/_definitions.json", KUBERNETES_VERSION)
+@lru_cache(maxsize=2)
+def _registry(version: str = KUBERNETES_VERSION) -> tuple[str, referencing.Registry, Any]:
+    directory = _schema_dir(version)
+    defs = kv_utils.schema_contents(f"kubernetes-json-schema/{directory}/_definitions.json", version)
     registry = referencing.Resource.from_contents(defs) @ referencing.Registry()
     return directory, registry, defs
 
@@ -58,10 +63,11 @@ def _api_file_part(api_version: str) -> str:
 
 @lru_cache(maxsize=256)
 def _validator(kind: str, api_version: str) -> jsonschema.protocols.Validator | None:
-    directory, registry, _ = _registry()
+    version = NEWER_KINDS.get((kind, api_version), KUBERNETES_VERSION)
+    directory, registry, _ = _registry(version)
     name = f"kubernetes-json-schema/{directory}/{kind.lower()}-{_api_file_part(api_version)}.json"
     try:
-        schema = kv_utils.schema_contents(name, KUBERNETES_VERSION)
+        schema = kv_utils.schema_contents(name, version)
     except FileNotFoundError:
         return None
     resource = referencing.Resource.from_contents(schema)
@@ -93,7 +99,7 @@ def _errors(kind: str, api_version: str, validator: jsonschema.protocols.Validat
 
 
 def has_schema(kind: str, api_version: str) -> bool:
-    """Whether ``kind``/``api_version`` is a built-in Kubernetes type (of 1.30)."""
+    """Whether ``kind``/``api_version`` is a built-in Kubernetes type (of 1.30, or of NEWER_KINDS)."""
     with _lock:
         return _validator(kind, api_version) is not None
 

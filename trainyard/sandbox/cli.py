@@ -44,6 +44,14 @@ def register(add_parser: AddParser) -> None:
     p.add_argument("--timeout", type=float, default=300, help="give up after this many seconds (default 300)")
     p.add_argument("--workdir", help="keep the run's files (logs, checkpoints) here instead of a temp dir")
     p.add_argument("--summary", metavar="FILE", help="also write the report as JSON")
+    p.add_argument(
+        "--admission",
+        choices=("webhook", "policy"),
+        default="webhook",
+        help="policy: instead of the webhook and the pods, send the job's pods through the "
+        "MutatingAdmissionPolicies (their CEL, offline) and compare with the engine; seconds, no root "
+        "(default webhook: the whole path)",
+    )
     p.set_defaults(func=_demo)
 
 

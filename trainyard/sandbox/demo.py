@@ -21,6 +21,13 @@
    trainer container, the bytes each pod sent and received on ``net1`` and ``eth0``, first and
    last loss, the step it resumed from and the total time.
 
+``--admission policy`` runs the other admission mode instead, offline and in seconds: after step 1,
+the job's pods go through the cluster's MutatingAdmissionPolicies (their CEL evaluated by a compiled
+CEL runtime, trainyard.repo.mutating_policy) and through the webhook's engine; the demo shows what
+each policy did, that both give the same pod, that a second pass changes nothing and that the
+ValidatingAdmissionPolicy admits the result. No webhook, pods or training. A cluster in webhook mode
+is shown what base/mutating-policy would do there with its own parameters.
+
 The demo reads the trainer's products only through declared contracts: the trainer's own argument
 parser for the job's arguments (trainer.options), the run log schema for its progress and
 preflight's JSON for the checks (trainyard.contract.reports).
@@ -50,7 +57,7 @@ from trainyard.contract import reports
 from trainyard.contract.argv import split_passthrough
 from trainyard.contract.errors import EXIT_INTERRUPTED, UserError
 from trainyard.contract.names import KUEUE_TOPOLOGY_GATE, SHM_VOLUME, TRAINER_REPOSITORY
-from trainyard.repo import cluster_facts, jobset, preview, repository, schema, validate, vap
+from trainyard.repo import cluster_facts, jobset, mutating_policy, preview, repository, schema, validate, vap
 from trainyard.sandbox.localpods import LocalCluster, LocalPod
 from trainyard.sandbox.processes import training_workers
 from trainyard.sandbox.webhook_process import LocalWebhook
@@ -371,9 +378,9 @@ def report(summary: Summary) -> None:
 # --- main ---------------------------------------------------------------------------------------
 
 
-def render_and_validate(repo: repository.Repository, args: argparse.Namespace, summary: Summary):
+def render_and_validate(repo: repository.Repository, args: argparse.Namespace, summary: Summary, steps: int = 6):
     """Step 1: the cluster from git; returns the demo job's preview, admission on the cluster and its facts."""
-    say(f"[1/6] git: render and validate cluster {args.cluster} (kustomize, Argo CD emulation)")
+    say(f"[1/{steps}] git: render and validate cluster {args.cluster} (kustomize, Argo CD emulation)")
     report_ = validate.validate(repo, [repo.require_cluster(args.cluster)])
     render = report_.renders[args.cluster]
     for problem in report_.errors():
@@ -524,7 +531,54 @@ def wait_for_start(cluster: LocalCluster, pods: list[LocalPod], log: RunLogFollo
     log.offset, log.steps, log.events = 0, [], []  # train() reports from the first line
 
 
+def run_policy(args: argparse.Namespace) -> int:
+    """``--admission policy``: the job's pods through the MutatingAdmissionPolicies, offline."""
+    import yaml
+
+    repo = repository.load(ROOT)
+    summary = Summary(cluster=args.cluster, job=args.job)
+    jp, ctx, _ = render_and_validate(repo, args, summary, steps=3)
+    harness = ctx.harness
+    if harness is None:
+        path = ROOT / mutating_policy.FOLDER / mutating_policy.FILE
+        say(f"[2/3] policies: cluster {args.cluster} runs the webhook (admission: webhook); {path.relative_to(ROOT)}")
+        say("      shows what its MutatingAdmissionPolicies would do with its parameters in policy mode")
+        harness = mutating_policy.Harness(list(yaml.safe_load_all(path.read_text(encoding="utf-8"))))
+    else:
+        say(f"[2/3] policies: cluster {args.cluster} applies the fabric by policy (admission: policy), no webhook:")
+    count = len(harness.policies)
+    say(f"      {count} MutatingAdmissionPolicies compiled (cel-expr-python), defaultFabric {ctx.profile}")
+    say(f"[3/3] admission: {jp.job.kind} {args.job} -> {len(jp.pods)} pods through the policies and the engine")
+    data = ctx.params.get("data") or {}
+    offered = {k.removeprefix("fabric."): v for k, v in data.items() if k.startswith("fabric.")}
+    failed = []
+    for pod in jp.pods:
+        before = mutating_policy.normalise(pod.before)
+        namespace = before["metadata"].get("namespace") or "default"
+        c = mutating_policy.compare(harness, ctx.policies, before, namespace, ctx.profile)
+        outcome = harness.admit(before, namespace=namespace, default=ctx.profile, offered=offered)
+        again = harness.admit(outcome.pod, namespace=namespace, default=ctx.profile, offered=offered)
+        verdict = vap.check(outcome.pod, ctx.params, ctx.policy)
+        say(
+            f"      {pod.name}: policy trainyard-fabric-{outcome.profile or '(none)'}: {len(outcome.ops)} operations; "
+            f"engine: {'same pod' if c.same and not c.excluded else 'DIFFERENT' if not c.same else 'not compared'}"
+            f"{' (' + ', '.join(c.excluded) + ')' if c.excluded else ''}; second pass: "
+            f"{'no change' if not again.ops else f'{len(again.ops)} operations'}; admission policy: "
+            f"{'REJECTS: ' + '; '.join(verdict.failures) if verdict.failures else 'admits'}"
+        )
+        for line in preview.injected(before, outcome.pod):
+            say(f"        + {line}")
+        if not c.same or again.ops or verdict.failures or outcome.errors:
+            failed.append(pod.name)
+    if failed:
+        raise UserError(f"the policy path does not admit {', '.join(failed)} as the engine would")
+    say(f"      every pod: the same as the engine's, idempotent, admitted (fabric profile {ctx.profile})")
+    return 0
+
+
 def main(args: argparse.Namespace) -> int:
+    if getattr(args, "admission", "webhook") == "policy":
+        return run_policy(args)
     try:
         summary = run(args)
     except KeyboardInterrupt:

@@ -1,12 +1,17 @@
 """Fabric checks: the webhook's default profile, its network, the admission policy's parameters
 and the webhook's match agree with policies/ and with the cluster's NetworkAttachmentDefinitions;
 the cluster's training runtimes are exactly those generated from the profiles it offers, and the
-Kueue topology level each asks for is a level of the cluster's Topology."""
+Kueue topology level each asks for is a level of the cluster's Topology.
+
+The admission mode the cluster declares (clusters/<cluster>/cluster.yaml ``admission``) is the one
+it renders: ``webhook``, the webhook Deployment and its MutatingWebhookConfiguration; ``policy``, no
+webhook and one MutatingAdmissionPolicy and binding per profile, each exactly as
+trainyard/repo/mutating_policy.py generates it."""
 
 from __future__ import annotations
 
 from trainyard.contract import cel
-from trainyard.repo import cluster_facts, kueue, nad, runtimes, trainjob, vap
+from trainyard.repo import cluster_facts, kueue, mutating_policy, nad, runtimes, trainjob, vap
 from trainyard.repo.repository import POLICIES
 from trainyard.repo.validate import ClusterCheck
 from webhook.policy import CompiledProfile
@@ -14,9 +19,27 @@ from webhook.policy import CompiledProfile
 
 def check_fabric(ctx: ClusterCheck) -> None:
     f = ctx.facts
+    declared = ctx.declared.spec.admission if ctx.declared is not None else None
+    if declared is not None and declared != f.mode:
+        ctx.err(
+            f"clusters/{ctx.cluster}/cluster.yaml",
+            f"declares admission: {declared}, but the cluster renders {f.mode} admission: "
+            + (
+                "add the component base/mutating-policy to its admission overlay "
+                f"(overlays/{ctx.cluster}/platform/webhook)"
+                if declared == "policy"
+                else f"remove the component base/mutating-policy from overlays/{ctx.cluster}/platform/webhook"
+            ),
+        )
+    if f.mode == "policy":
+        check_policy_mode(ctx)
+        return
     if f.webhook is None:
         ctx.err(f"clusters/{ctx.cluster}", "renders no trainyard-webhook Deployment (base/webhook)")
         return
+    for r in [*f.mutating_policies.values(), *f.mutating_bindings.values()]:
+        ctx.err(r.where(), "a webhook-mode cluster renders a fabric MutatingAdmissionPolicy: both would mutate pods",
+                r.describe())  # fmt: skip
     where_params = f.params.where() if f.params else f.webhook.where()
     if not f.profile:
         ctx.err(
@@ -58,14 +81,17 @@ def check_params(ctx: ClusterCheck, where_params: str) -> dict[str, str]:
     the cluster offers (profile -> network)."""
     f, pols = ctx.facts, ctx.policies
     data = f.params_data
-    if data.get("defaultFabric") != f.profile:
+    if f.mode == "webhook" and data.get("defaultFabric") != f.profile:
         ctx.err(
             where_params,
             f"defaultFabric {data.get('defaultFabric')!r} differs from the webhook's --profile {f.profile!r}",
         )
     offered = {k.removeprefix("fabric."): v for k, v in data.items() if k.startswith("fabric.")}
-    if f.profile not in offered:
-        ctx.err(where_params, f"no fabric.{f.profile} entry: the admission policy would reject every trainer pod")
+    if f.default_profile not in offered:
+        ctx.err(
+            where_params,
+            f"no fabric.{f.default_profile} entry: the admission policy would reject every trainer pod",
+        )
     for name, network in offered.items():
         p = pols.get(name)
         if p is None:
@@ -182,3 +208,48 @@ def check_runtimes(ctx: ClusterCheck, offered: dict[str, str], where_params: str
                 "trainyard-fabric-params): its pods would be denied; remove it from the cluster's runtimes overlay",
                 extra.describe(),
             )
+
+
+_COMPARED = ("apiVersion", "kind", "spec")
+
+
+def check_policy_mode(ctx: ClusterCheck) -> None:
+    """admission: policy: no webhook, the parameters name a known default profile, and every
+    profile's MutatingAdmissionPolicy and binding are rendered exactly as generated."""
+    f = ctx.facts
+    where = f.params.where() if f.params else f"overlays/{ctx.cluster}/platform/webhook"
+    if f.mutating is not None:
+        ctx.err(f.mutating.where(), "a policy-mode cluster renders the webhook's MutatingWebhookConfiguration",
+                f.mutating.describe())  # fmt: skip
+    profile = f.default_profile
+    if not profile or ctx.policies.get(profile) is None:
+        ctx.err(
+            where,
+            f"defaultFabric {profile!r} names no fabric profile (the MutatingAdmissionPolicies read it); "
+            f"known profiles: {', '.join(ctx.policies.names)} ({POLICIES}/)",
+            f.params.describe() if f.params else None,
+        )
+        return
+    offered = check_params(ctx, where)
+    check_runtimes(ctx, offered, where)
+    unknown = dict(f.mutating_policies)
+    for name in ctx.policies.names:
+        wanted = mutating_policy.generate(ctx.policies.get(name))  # type: ignore[arg-type]
+        for doc, found in (
+            (wanted.policy, unknown.pop(mutating_policy.policy_name(name), None)),
+            (wanted.binding, f.mutating_bindings.get(mutating_policy.policy_name(name))),
+        ):
+            if found is None:
+                ctx.err(where, f"no {doc['kind']} {doc['metadata']['name']} for fabric profile {name} "
+                        f"(base/mutating-policy)")  # fmt: skip
+            elif [found.doc.get(k) for k in _COMPARED] != [doc[k] for k in _COMPARED]:
+                why = "an overlay must not patch it (the harness proves the generated policy, not a patched one)"
+                ctx.err(found.where(), f"differs from what {POLICIES}/{name}.yaml generates: {why}", found.describe())
+    for r in unknown.values():
+        ctx.err(r.where(), "a fabric MutatingAdmissionPolicy of no profile in policies/", r.describe())
+    if f.policy is None or f.binding is None:
+        ctx.err(where, "renders no trainyard-fabric-required ValidatingAdmissionPolicy and binding")
+    else:
+        for problem in vap.compile_policy(f.policy.doc):
+            ctx.err(f.policy.where(), problem, f.policy.describe())
+        check_rules(ctx)

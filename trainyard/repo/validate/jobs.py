@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from trainyard.contract.errors import UserError
 from trainyard.contract.names import FABRIC_LABEL, requested_fabric
-from trainyard.repo import preview, training_operator, trainjob
+from trainyard.repo import mutating_policy, preview, training_operator, trainjob
 from trainyard.repo.rendered import Resource, as_dict, as_list, containers, dig, pod_templates
 from trainyard.repo.validate import ClusterCheck, trainer
 from trainyard.repo.validate.objects import check_env, check_image
@@ -58,6 +58,14 @@ def check_jobs(ctx: ClusterCheck) -> None:
             pod_names[pkey] = r
         for p in jp.problems():
             ctx.err(r.where(), p, r.describe())
+        for pod in jp.pods:  # admission: policy: what the MutatingAdmissionPolicies cannot express
+            for rule in pod.limits:
+                ctx.warn(
+                    r.where(),
+                    f"pod {pod.name}: this cluster applies the fabric by policy (admission: policy), which cannot "
+                    f"handle {mutating_policy.LIMITS[rule]} [{rule}]",
+                    r.describe(),
+                )
         trainer.check_trainer(ctx, jp)
     check_names(ctx)
 
