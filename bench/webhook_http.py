@@ -45,7 +45,8 @@ from webhook.review import admission_review, review  # noqa: E402
 SERVER_CPU, LOAD_CPU = 0, 1
 # Each request is a pod of its own, as kube-apiserver sends them: a new uid and pod name, and the
 # job label of the job it belongs to; a job has {pods} pods (so {pods} consecutive requests share
-# a job, and a shape). Fixed-width fields keep every body the same size.
+# a job, and a shape; in the row with a shape of each job's own, the first container's name has
+# the job's number too). Fixed-width fields keep every body of a row the same size.
 WRK_LUA = """
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
@@ -55,11 +56,12 @@ request = function()
   local job = math.floor(n / {pods})
   local body = template:gsub("@UID@", string.format("%08x-0000-4000-8000-%012x", job, n))
     :gsub("@JOB@", string.format("%08x", job)):gsub("@POD@", string.format("%04x", n % {pods}))
+    :gsub("@SHAPE@", {shape} and string.format("-%08x", job) or "")
   n = n + 1
   return wrk.format(nil, nil, nil, body)
 end
 """
-UID, JOB, POD = "@UID@", "@JOB@", "@POD@"
+UID, JOB, POD, SHAPE = "@UID@", "@JOB@", "@POD@", "@SHAPE@"
 
 
 def template(pod: dict) -> bytes:
@@ -69,6 +71,9 @@ def template(pod: dict) -> bytes:
     label = next(k for k in JOB_LABELS if k in labels)
     labels[label] = f"bench-{JOB}"
     pod["metadata"].update(name=f"bench-{JOB}-worker-{POD}", labels=labels)
+    first = dict(pod["spec"]["containers"][0])
+    first["name"] += SHAPE  # a container name of the job's own in the row where no two jobs share a shape
+    pod["spec"] = dict(pod["spec"], containers=[first, *pod["spec"]["containers"][1:]])
     review_ = admission_review(pod, pod["metadata"].get("namespace", "default"))
     review_["request"].update(uid=UID, name=pod["metadata"]["name"])
     return orjson.dumps(review_)
@@ -77,9 +82,8 @@ def template(pod: dict) -> bytes:
 def one(template_: bytes, job: int = 0, pod: int = 0) -> bytes:
     """The body the Lua script sends as request number ``pod`` of job ``job``."""
     uid = f"{job:08x}-0000-4000-8000-{pod:012x}".encode()
-    return (
-        template_.replace(UID.encode(), uid).replace(JOB.encode(), b"%08x" % job).replace(POD.encode(), b"%04x" % pod)
-    )
+    body = template_.replace(UID.encode(), uid).replace(JOB.encode(), b"%08x" % job)
+    return body.replace(POD.encode(), b"%04x" % pod).replace(SHAPE.encode(), b"")
 
 
 @dataclass
@@ -170,11 +174,19 @@ def main() -> int:
         status, canned, _ = review(body, load_policies(ROOT / "policies"), "roce")
         assert status == 200
         (tmpdir / "response.json").write_bytes(canned)
+        # (pods per job, a shape of each job's own): the rows' request streams
+        variants = {
+            (args.pods_per_job, False): "",
+            (1, False): ", a new job per pod",
+            (1, True): ", a new shape per pod",
+        }
         scripts = {}
-        for pods in (args.pods_per_job, 1):
-            scripts[pods] = tmpdir / f"post-{pods}.lua"
-            scripts[pods].write_text(
-                WRK_LUA.replace("{template}", str(tmpdir / "template.json")).replace("{pods}", str(pods))
+        for pods, own_shape in variants:
+            scripts[pods, own_shape] = tmpdir / f"post-{pods}-{own_shape}.lua"
+            scripts[pods, own_shape].write_text(
+                WRK_LUA.replace("{template}", str(tmpdir / "template.json"))
+                .replace("{pods}", str(pods))
+                .replace("{shape}", str(own_shape).lower())
             )
         common = dict(policies=ROOT / "policies", tls=tmpdir / "tls", ca=tmpdir / "tls" / "ca.crt", profile="roce")
         floor = LocalWebhook(
@@ -187,11 +199,12 @@ def main() -> int:
         rest = {name: rss_bytes(s.proc.pid) / 2**20 for name, s in servers.items()}
         runs: list[Run] = []
         try:
-            wrk_loads = [(int(x), args.pods_per_job) for x in args.concurrency.split(",")] + [(8, 1)]
-            for c, pods in wrk_loads:
+            wrk_loads = [(int(x), (args.pods_per_job, False)) for x in args.concurrency.split(",")]
+            wrk_loads += [(8, (1, False)), (8, (1, True))]
+            for c, variant in wrk_loads:
                 for name, server in [*servers.items()] * args.repeat:
-                    cmd = ["wrk", "-t1", f"-c{c}", f"-d{args.seconds}s", "--latency", "-s", str(scripts[pods])]
-                    label = f"{c} connections" + (", a new job per pod" if pods == 1 else "")
+                    cmd = ["wrk", "-t1", f"-c{c}", f"-d{args.seconds}s", "--latency", "-s", str(scripts[variant])]
+                    label = f"{c} connections{variants[variant]}"
                     run = load(server, name, label, [*cmd, f"{server.base}/mutate"], parse_wrk)
                     runs.append(run)
                     print(
@@ -241,8 +254,9 @@ def render(runs: list[Run], rest: dict[str, float], args: argparse.Namespace, re
     lines = [
         f"Webhook vs floor over HTTPS (TLS 1.3, keep-alive), each server on one core, "
         f"{args.seconds} s per run{repeat}, request {request} B ({args.pod}), response {response} B. wrk sends each "
-        f"request as a pod of its own (new uid and name), {args.pods_per_job} pods per job (the last row: every "
-        "pod of a new job, so no two share a shape); hey sends one body at a fixed rate.",
+        f"request as a pod of its own (new uid and name), {args.pods_per_job} pods per job (the last rows: every "
+        "pod of a new job; every pod of a new job whose first container has a name of its own, so no two "
+        "pods share a shape); hey sends one body at a fixed rate.",
         "",
         "| load | floor req/s | webhook req/s | ratio | floor p50 / p99 ms | webhook p50 / p99 ms | p99 ratio "
         "| webhook peak RSS MiB | errors |",

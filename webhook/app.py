@@ -148,7 +148,8 @@ def create_app(state: State, request_timeout: float = 10.0) -> FastAPI:
         if refused is not None:
             metrics.outcome["unsupported_media"].inc()
             return refused
-        with metrics.in_flight.track_inprogress():
+        metrics.reviews_in_flight += 1
+        try:
             body = await read_body(request, request_timeout, state.bodies)
             if isinstance(body, Response):
                 outcome = {413: "too_large", 503: "busy"}.get(body.status_code, "invalid")
@@ -162,6 +163,8 @@ def create_app(state: State, request_timeout: float = 10.0) -> FastAPI:
                 status, payload, record = review(body, policies, state.default, plans)
             finally:
                 state.bodies.give(len(body))
+        finally:
+            metrics.reviews_in_flight -= 1
         elapsed = time.perf_counter() - start
         metrics.outcome[record.outcome].inc()
         metrics.latency.observe(elapsed)

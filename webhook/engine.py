@@ -366,11 +366,19 @@ def _mutate(pod: dict, profile: CompiledProfile, namespace: str | None, trainers
     _rdma(out, containers, trainers, profile)
     if gpus > 0:
         _tolerations(out, spec, profile)
-    labels = _dict(meta.get("labels"))
-    job = next(((key, labels[key]) for key in JOB_LABELS if isinstance(labels.get(key), str) and labels[key]), None)
+    job = job_of(meta.get("labels"))
     if job is not None and not _placed_by_kueue(spec):
         _topology(out, spec, profile, *job)
     return out
+
+
+def job_of(labels: object) -> tuple[str, str] | None:
+    """The label naming the pod's job and its value, the first of JOB_LABELS set to a non-empty
+    string; the topology rules key on it (and only they read its value: webhook/plans.py relies
+    on that to share one answer among jobs)."""
+    if not isinstance(labels, dict):
+        return None
+    return next(((key, labels[key]) for key in JOB_LABELS if isinstance(labels.get(key), str) and labels[key]), None)
 
 
 def _placed_by_kueue(spec: dict) -> bool:

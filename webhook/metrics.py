@@ -85,6 +85,9 @@ class Metrics:
             "POST /mutate requests received (headers read) and not yet answered",
             registry=self.registry,
         )
+        # counted by the event loop's thread alone (a plain int: no lock per review), read at scrape
+        self.reviews_in_flight = 0
+        self.in_flight.set_function(lambda: self.reviews_in_flight)
         self.profiles = Gauge(
             "trainyard_webhook_profiles", "FabricProfiles in the active policy set", registry=self.registry
         )

@@ -6,6 +6,17 @@ of a shape is decided by :func:`webhook.review.decide` (the engine, the patch se
 base64, the response serialised except for its uid) and every later pod of that shape costs a
 projection, one orjson dump and a dictionary lookup; the review only splices in its uid.
 
+Jobs of the same shape share their answer too. A job's name reaches the answer only through the
+topology rules (:func:`webhook.engine.job_of`: ``engine._topology`` writes ``{label: name}`` into
+the pod's affinity and spread constraint, after comparing that term with the pod's own). So a pod
+is decided with its job's name replaced by :data:`JOB_PLACEHOLDER`, and the kept answer serves
+every job of that shape: its patch gets each job's name spliced in as a JSON string where the
+placeholder stands, and is encoded to base64 again. That is exact only while nothing else in the
+shape holds the name or the placeholder (a term of the pod's own naming its job: the rule's
+comparison would tell the two apart) and the answer holds the placeholder only in its patch, as
+whole JSON strings; a denial is never shared (the patch size limit depends on the name's length).
+Otherwise the pod is kept under its own shape, job name and all.
+
 Bounded: at most :data:`MAX_PLANS` answers holding at most :data:`MAX_PLAN_BYTES` of shapes and
 responses together, least recently used first out; no shape over :data:`MAX_SHAPE_BYTES` and no
 entry over :data:`MAX_ENTRY_BYTES` is kept (such a pod is decided each time, as without plans). A
@@ -15,18 +26,71 @@ did, and a few MiB of memory at most. Plans belong to one policy set and default
 
 from __future__ import annotations
 
+import base64
 from collections import OrderedDict
+from dataclasses import dataclass
 
 import orjson
 
-from webhook.engine import env_values_read, shape
+from trainyard.contract.names import JOB_LABELS
+from webhook.engine import env_values_read, job_of, shape
 from webhook.policy import PolicySet
-from webhook.review import Answer, decide
+from webhook.review import MAX_PATCH_BYTES, Answer, decide
 
 MAX_PLANS = 1024
 MAX_PLAN_BYTES = 8 * 1024 * 1024
 MAX_SHAPE_BYTES = 64 * 1024
 MAX_ENTRY_BYTES = 256 * 1024  # a shape and its response (a 1 MiB patch is 1.4 MiB of base64)
+# Stands for the job's name in a shared answer; a label value cannot hold '/', so no real job has
+# it (a hostile pod that writes it anyway is checked for, and kept under its own shape).
+JOB_PLACEHOLDER = "trainyard.dev/plans/job-name"
+_PLACEHOLDER = JOB_PLACEHOLDER.encode()
+_PLACEHOLDER_JSON = orjson.dumps(JOB_PLACEHOLDER)
+
+
+@dataclass(frozen=True, slots=True)
+class JobAnswer:
+    """An answer shared by the jobs of one shape: the placeholder's answer, its patch (JSON, with
+    the placeholder) and the response around the patch's base64."""
+
+    answer: Answer
+    head: bytes
+    patch: bytes
+    rest: bytes
+
+    @property
+    def size(self) -> int:
+        return len(self.head) + len(self.patch) + len(self.rest)
+
+    def render(self, name_json: bytes) -> Answer | None:
+        """The answer for the job whose name serialises to ``name_json``; None when its patch would
+        be over the limit (the engine denies that pod: the caller decides it)."""
+        patch = self.patch.replace(_PLACEHOLDER_JSON, name_json)
+        if len(patch) > MAX_PATCH_BYTES:
+            return None
+        a = self.answer
+        tail = self.head + base64.b64encode(patch) + self.rest
+        return Answer(tail, a.outcome, a.reason, a.profile, a.ops, a.warnings)
+
+    @classmethod
+    def of(cls, answer: Answer) -> Answer | JobAnswer | None:
+        """What to keep for the placeholder's ``answer``: the answer itself when it does not hold
+        the placeholder, a JobAnswer when only its patch does, None when it cannot be shared."""
+        if answer.outcome == "denied" or _PLACEHOLDER in answer.reason.encode() or _PLACEHOLDER in answer.tail:
+            return None
+        if answer.outcome != "patched":
+            return answer  # no patch: nothing of the name in it
+        encoded = orjson.loads(b"{" + answer.tail[1:-1])["patch"].encode()
+        head, sep, rest = answer.tail.partition(encoded)
+        patch = base64.b64decode(encoded)
+        if not sep or patch.count(_PLACEHOLDER) != patch.count(_PLACEHOLDER_JSON):
+            return None  # the placeholder inside a longer string
+        if _PLACEHOLDER not in patch:
+            return answer
+        return cls(answer, head, patch, rest)
+
+
+_NOT_SHARED = object()  # kept for a job shape whose answer cannot be shared: key the pod as it is
 
 
 class Plans:
@@ -37,38 +101,97 @@ class Plans:
     ) -> None:
         self.policies, self.default, self.size, self.max_bytes = policies, default, size, max_bytes
         self.values_read = env_values_read(policies)
-        self.answers: OrderedDict[bytes, Answer] = OrderedDict()
+        self.answers: OrderedDict[bytes, object] = OrderedDict()  # Answer, JobAnswer or _NOT_SHARED
         self.bytes = 0  # of the shapes and responses kept
         self.hits = self.misses = 0
 
     def __call__(self, pod: dict, policies: PolicySet, default: str, namespace: str | None) -> Answer:
         if policies is not self.policies or default != self.default:
             raise ValueError("these plans belong to another policy set")  # the caller's bug
-        projected = shape(pod, namespace, self.values_read)
-        key = None
-        if projected is not None:
-            try:
-                key = orjson.dumps(projected)
-            except orjson.JSONEncodeError:  # not JSON as parsed (only a caller's dict can be)
-                key = None
-        if key is None or len(key) > MAX_SHAPE_BYTES:
+        job = job_of(pod.get("metadata", {}).get("labels")) if isinstance(pod.get("metadata"), dict) else None
+        if job is not None:
+            answer = self._for_job(pod, policies, default, namespace, job[1])
+            if answer is not None:
+                return answer
+        key = self._key(pod, namespace)
+        if key is None:
             return decide(pod, policies, default, namespace)
-        answer = self.answers.get(key)
+        answer = self._get(key)
         if answer is not None:
-            self.hits += 1
-            self.answers.move_to_end(key)
             return answer
-        self.misses += 1
         answer = decide(pod, policies, default, namespace)
-        cost = len(key) + len(answer.tail)
+        self._keep(key, answer)
+        return answer
+
+    def _for_job(self, pod: dict, policies: PolicySet, default: str, namespace: str | None, name: str) -> Answer | None:
+        """The pod's answer through the answer its job shape shares; None: key the pod as it is."""
+        try:
+            name_json = orjson.dumps(name)
+        except orjson.JSONEncodeError:
+            return None
+        meta = pod["metadata"]
+        labels = dict(meta["labels"])
+        replaced = 0
+        for label in JOB_LABELS:
+            if labels.get(label) == name:
+                labels[label] = JOB_PLACEHOLDER
+                replaced += 1
+        placeholder_pod = {**pod, "metadata": {**meta, "labels": labels}}
+        key = self._key(placeholder_pod, namespace)
+        if key is None or name_json in key or key.count(_PLACEHOLDER) != replaced:
+            return None
+        key = b"J" + key  # never a pod's own shape (those start with '[')
+        entry = self.answers.get(key)
+        if entry is None:
+            self.misses += 1
+            entry = JobAnswer.of(decide(placeholder_pod, policies, default, namespace)) or _NOT_SHARED
+            self._keep(key, entry)
+            if entry is _NOT_SHARED:
+                self.misses -= 1  # counted when the pod is decided under its own shape
+        else:
+            self.answers.move_to_end(key)
+            if entry is not _NOT_SHARED:
+                self.hits += 1
+        if entry is _NOT_SHARED:
+            return None
+        if isinstance(entry, Answer):
+            return entry
+        return entry.render(name_json) or decide(pod, policies, default, namespace)
+
+    def _key(self, pod: dict, namespace: str | None) -> bytes | None:
+        projected = shape(pod, namespace, self.values_read)
+        if projected is None:
+            return None
+        try:
+            key = orjson.dumps(projected)
+        except orjson.JSONEncodeError:  # not JSON as parsed (only a caller's dict can be)
+            return None
+        return key if len(key) <= MAX_SHAPE_BYTES else None
+
+    def _get(self, key: bytes) -> Answer | None:
+        answer = self.answers.get(key)
+        if answer is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        self.answers.move_to_end(key)
+        return answer
+
+    def _keep(self, key: bytes, entry: object) -> None:
+        cost = len(key) + _size(entry)
         if cost > MAX_ENTRY_BYTES:
-            return answer
-        self.answers[key] = answer
+            return
+        self.answers[key] = entry
         self.bytes += cost
         while len(self.answers) > self.size or self.bytes > self.max_bytes:
             old_key, old = self.answers.popitem(last=False)
-            self.bytes -= len(old_key) + len(old.tail)
-        return answer
+            self.bytes -= len(old_key) + _size(old)
+
+
+def _size(entry: object) -> int:
+    if isinstance(entry, Answer):
+        return len(entry.tail)
+    return entry.size if isinstance(entry, JobAnswer) else 0
 
 
 def for_policies(plans: Plans | None, policies: PolicySet, default: str) -> Plans:

@@ -26,9 +26,9 @@ from tests.webhook.conftest import POLICIES, example, example_names, pod, traine
 from tests.webhook.strategies import pods
 from webhook import engine
 from webhook.engine import MutationError, admit, env_values_read, shape
-from webhook.plans import MAX_SHAPE_BYTES, Plans, for_policies
+from webhook.plans import JOB_PLACEHOLDER, MAX_SHAPE_BYTES, Plans, for_policies
 from webhook.policy import load_policies
-from webhook.review import MAX_WARNING, WARNING_PREFIX, admission_review, review
+from webhook.review import MAX_PATCH_BYTES, MAX_WARNING, WARNING_PREFIX, admission_review, review
 
 DEFAULT = "roce"
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -144,6 +144,107 @@ def test_the_pods_of_one_job_share_one_answer(policies):
         assert direct == kept
         answers.add(orjson.loads(kept)["response"]["patch"])
     assert (plans.misses, plans.hits, len(answers)) == (1, 7, 1)
+
+
+def job_pod(base: str, job: str, rank: int = 0, label: str = "training.kubeflow.org/job-name") -> dict:
+    p = example(base)
+    p["metadata"]["name"] = f"pod-{rank}"
+    p["metadata"].setdefault("labels", {})[label] = job
+    p["metadata"]["labels"]["training.kubeflow.org/replica-index"] = str(rank)
+    return p
+
+
+def test_the_jobs_of_one_shape_share_one_answer_with_their_own_names(policies):
+    plans = Plans(policies, DEFAULT)
+    patches = set()
+    for job in ("resnet", "bert-large", "a" * 63):
+        for rank in range(4):
+            body = admission_review(job_pod("pytorchjob-worker.yaml", job, rank), namespace="ml")
+            direct, kept = both(body, policies, plans)
+            assert direct == kept == engine_response(body["request"]["object"], policies, "ml", body["request"]["uid"])
+            patch = base64.b64decode(orjson.loads(kept)["response"]["patch"])
+            assert orjson.dumps(job) in patch and JOB_PLACEHOLDER.encode() not in patch
+            patches.add(patch)
+    assert (plans.misses, plans.hits, len(patches)) == (1, 11, 3)
+
+
+# Job names as a hostile client may write them: JSON escapes, other scripts, the placeholder
+# itself or inside a longer name, names that also stand elsewhere in the pod.
+NAMES = st.one_of(
+    st.text(min_size=1, max_size=80),
+    st.sampled_from(
+        [
+            'a"b',
+            "a\\b",
+            "\u2028",
+            "naïve-日本",
+            JOB_PLACEHOLDER,
+            JOB_PLACEHOLDER + "x",
+            "ml",
+            "trainer",
+            "trainyard.dev/fabric",
+            "roce",
+            "0",
+            "true",
+            "null",
+        ]
+    ),
+)
+
+
+@SETTINGS
+@given(
+    names=st.lists(NAMES, min_size=1, max_size=4),
+    base=st.sampled_from(example_names()),
+    label=st.sampled_from(["training.kubeflow.org/job-name", "jobset.sigs.k8s.io/jobset-name"]),
+    both_labels=st.booleans(),
+)
+def test_any_job_name_gets_the_engines_answer(policies, shared_plans, names, base, label, both_labels):
+    for rank, job in enumerate(names):
+        p = job_pod(base, job, rank, label)
+        if both_labels:
+            p["metadata"]["labels"]["jobset.sigs.k8s.io/jobset-name"] = job
+        body = admission_review(p, namespace="ml")
+        direct, kept = both(body, policies, shared_plans)
+        assert direct == kept == engine_response(copy.deepcopy(p), policies, "ml", body["request"]["uid"])
+
+
+def own_term(job: str) -> dict:
+    """A co-location term as the roce profile's rule writes it (preferred, by zone)."""
+    selector = {"matchLabels": {"training.kubeflow.org/job-name": job}}
+    return {"weight": 100, "podAffinityTerm": {"labelSelector": selector, "topologyKey": "topology.kubernetes.io/zone"}}
+
+
+@pytest.mark.parametrize("where", ["own term", "placeholder term", "annotation", "env", "placeholder in env"])
+def test_a_job_name_standing_elsewhere_in_the_pod_gets_the_engines_answer(policies, where):
+    """Where the pod holds its job's name (or the placeholder) the rules may read it there: the
+    rule that finds its own term adds none, so jobs do not share that answer."""
+    plans = Plans(policies, DEFAULT)
+    for job in ("resnet", "bert"):
+        p = job_pod("pytorchjob-worker.yaml", job)
+        c = p["spec"]["containers"][0]
+        if where.endswith("term"):
+            named = job if where == "own term" else JOB_PLACEHOLDER
+            p["spec"]["affinity"] = {
+                "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [own_term(named)]}
+            }
+        elif where == "annotation":
+            p["metadata"].setdefault("annotations", {})["trainyard.dev/inject"] = job
+        else:
+            c.setdefault("env", []).append({"name": "NCCL_DEBUG", "value": job if where == "env" else JOB_PLACEHOLDER})
+        body = admission_review(p, namespace="ml")
+        direct, kept = both(body, policies, plans)
+        assert direct == kept == engine_response(copy.deepcopy(p), policies, "ml", body["request"]["uid"])
+
+
+def test_a_job_name_too_long_for_the_patch_is_denied_as_the_engine_denies_it(policies):
+    plans = Plans(policies, DEFAULT)
+    for job in ("short", "n" * (MAX_PATCH_BYTES // 2)):  # the name stands twice in the patch
+        body = admission_review(job_pod("pytorchjob-worker.yaml", job), namespace="ml")
+        direct, kept = both(body, policies, plans)
+        assert direct == kept
+    assert "over the 1,048,576 allowed" in orjson.loads(kept)["response"]["status"]["message"]
+    assert (plans.misses, plans.hits) == (1, 1)
 
 
 # --- coverage: every field the engine reads is in the shape ------------------------------------
@@ -285,9 +386,9 @@ def test_kept_answers_stay_within_their_byte_budget(policies):
     review(orjson.dumps(admission_review(p, namespace="ml")), policies, DEFAULT, one_)
     budget = one_.bytes * 2 + one_.bytes // 2  # room for two such answers, not three
     plans = Plans(policies, DEFAULT, max_bytes=budget)
-    for job in range(5):
+    for i in range(5):  # five shapes (jobs of one shape would share one answer)
         q = copy.deepcopy(p)
-        q["metadata"]["labels"]["training.kubeflow.org/job-name"] = f"job-{job}"
+        q["spec"]["containers"][0]["name"] = f"trainer-{i}"
         review(orjson.dumps(admission_review(q, namespace="ml")), policies, DEFAULT, plans)
         assert plans.bytes <= budget
     assert len(plans.answers) == 2 and plans.misses == 5
