@@ -46,7 +46,9 @@ def register(add_parser: AddParser) -> None:
         "jobs against the Training Operator's admission rules, generated files against their sources, the "
         "webhook's profile and its "
         "network, sync waves, image tags, the NCCL env lint, unique job names, and each job's pods against the "
-        "ValidatingAdmissionPolicy (CEL) before and after the webhook engine. Exit 1 if anything is wrong.",
+        "ValidatingAdmissionPolicy (CEL) before and after the webhook engine (on a cluster with admission: policy, "
+        "its MutatingAdmissionPolicies, with a warning for each rule they cannot express). Exit 1 if anything is "
+        "wrong.",
     )
     p.add_argument("--cluster", action="append", default=[], metavar="C", help="a cluster (repeatable; default all)")
     p.add_argument("--previews", metavar="DIR", help="write each job's pod preview to DIR/<cluster>/<job>.txt")
