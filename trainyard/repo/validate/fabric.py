@@ -51,8 +51,7 @@ def check_fabric(ctx: ClusterCheck) -> None:
     if ctx.policies.get(f.profile) is None:
         ctx.err(
             where_params,
-            f"unknown fabric profile {f.profile!r} (defaultFabric / the webhook's --profile); "
-            f"known profiles: {', '.join(ctx.policies.names)} ({POLICIES}/)",
+            f"unknown fabric profile {f.profile!r} (defaultFabric / the webhook's --profile); {_known(ctx)}",
             f.params.describe() if f.params else None,
         )
         return
@@ -213,6 +212,10 @@ def check_runtimes(ctx: ClusterCheck, offered: dict[str, str], where_params: str
 _COMPARED = ("apiVersion", "kind", "spec")
 
 
+def _known(ctx: ClusterCheck) -> str:
+    return f"known profiles: {', '.join(ctx.policies.names)} ({POLICIES}/)"
+
+
 def check_policy_mode(ctx: ClusterCheck) -> None:
     """admission: policy: no webhook, the parameters name a known default profile, and every
     profile's MutatingAdmissionPolicy and binding are rendered exactly as generated."""
@@ -225,8 +228,7 @@ def check_policy_mode(ctx: ClusterCheck) -> None:
     if not profile or ctx.policies.get(profile) is None:
         ctx.err(
             where,
-            f"defaultFabric {profile!r} names no fabric profile (the MutatingAdmissionPolicies read it); "
-            f"known profiles: {', '.join(ctx.policies.names)} ({POLICIES}/)",
+            f"defaultFabric {profile!r} names no fabric profile (the MutatingAdmissionPolicies read it); {_known(ctx)}",
             f.params.describe() if f.params else None,
         )
         return
