@@ -27,7 +27,7 @@ POLICIES = load_policies(REPO_ROOT / "policies")
 CHECKED_IN = REPO_ROOT / mutating_policy.FOLDER / mutating_policy.FILE
 PARAMS = {"data": {"defaultFabric": "roce", "fabric.roce": "roce-network", "fabric.ib": "ib-sriov-network"}}
 ROCE = {"trainyard.dev/fabric": "roce"}  # the networks cases name roce's network
-SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @pytest.fixture(scope="module")

@@ -192,7 +192,7 @@ NAMES = st.one_of(
 )
 
 
-@SETTINGS
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     names=st.lists(NAMES, min_size=1, max_size=4),
     base=st.sampled_from(example_names()),
