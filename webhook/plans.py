@@ -108,7 +108,8 @@ class Plans:
     def __call__(self, pod: dict, policies: PolicySet, default: str, namespace: str | None) -> Answer:
         if policies is not self.policies or default != self.default:
             raise ValueError("these plans belong to another policy set")  # the caller's bug
-        job = job_of(pod.get("metadata", {}).get("labels")) if isinstance(pod.get("metadata"), dict) else None
+        meta = pod.get("metadata")
+        job = job_of(meta.get("labels")) if isinstance(meta, dict) else None
         if job is not None:
             answer = self._for_job(pod, policies, default, namespace, job[1])
             if answer is not None:
@@ -116,15 +117,18 @@ class Plans:
         key = self._key(pod, namespace)
         if key is None:
             return decide(pod, policies, default, namespace)
-        answer = self._get(key)
+        answer = self._find(key)
         if answer is not None:
+            self.hits += 1
             return answer
+        self.misses += 1
         answer = decide(pod, policies, default, namespace)
         self._keep(key, answer)
         return answer
 
     def _for_job(self, pod: dict, policies: PolicySet, default: str, namespace: str | None, name: str) -> Answer | None:
-        """The pod's answer through the answer its job shape shares; None: key the pod as it is."""
+        """The pod's answer through the answer its job shape shares; None: key the pod as it is
+        (which counts its hit or miss)."""
         try:
             name_json = orjson.dumps(name)
         except orjson.JSONEncodeError:
@@ -141,17 +145,14 @@ class Plans:
         if key is None or name_json in key or key.count(_PLACEHOLDER) != replaced:
             return None
         key = b"J" + key  # never a pod's own shape (those start with '[')
-        entry = self.answers.get(key)
+        entry = self._find(key)
         if entry is None:
-            self.misses += 1
             entry = JobAnswer.of(decide(placeholder_pod, policies, default, namespace)) or _NOT_SHARED
             self._keep(key, entry)
-            if entry is _NOT_SHARED:
-                self.misses -= 1  # counted when the pod is decided under its own shape
-        else:
-            self.answers.move_to_end(key)
             if entry is not _NOT_SHARED:
-                self.hits += 1
+                self.misses += 1
+        elif entry is not _NOT_SHARED:
+            self.hits += 1
         if entry is _NOT_SHARED:
             return None
         if isinstance(entry, Answer):
@@ -168,14 +169,12 @@ class Plans:
             return None
         return key if len(key) <= MAX_SHAPE_BYTES else None
 
-    def _get(self, key: bytes) -> Answer | None:
-        answer = self.answers.get(key)
-        if answer is None:
-            self.misses += 1
-            return None
-        self.hits += 1
-        self.answers.move_to_end(key)
-        return answer
+    def _find(self, key: bytes) -> object:
+        """The entry kept under ``key`` (now the most recently used), or None."""
+        entry = self.answers.get(key)
+        if entry is not None:
+            self.answers.move_to_end(key)
+        return entry
 
     def _keep(self, key: bytes, entry: object) -> None:
         cost = len(key) + _size(entry)
