@@ -76,7 +76,7 @@ def _re2_matches(text: str, pattern: str) -> bool:
     return compiled.search(text) is not None
 
 
-def _string_end(text: str, i: int) -> int:
+def string_literal_end(text: str, i: int) -> int:
     """The index after the CEL string literal starting at ``text[i]`` (a quote); a raw literal
     (``r'...'``) has no escapes."""
     raw = i > 0 and text[i - 1] in "rR" and (i < 2 or not (text[i - 2].isalnum() or text[i - 2] == "_"))
@@ -95,7 +95,7 @@ def _tokens(expression: str) -> list[tuple[str, str]]:
     while i < n:
         ch = expression[i]
         if ch in "'\"":
-            end = _string_end(expression, i)
+            end = string_literal_end(expression, i)
             out.append(("string", expression[i:end]))
             i = end
         elif ch.isalpha() or ch == "_":

@@ -75,6 +75,7 @@ from trainyard.contract.names import (
 from trainyard.contract.networks import RESERVED_INTERFACES
 from trainyard.contract.quantity import QuantityError, parse_quantity
 from trainyard.repo import cluster_facts
+from trainyard.repo.cel_runtime import string_literal_end
 from webhook.policy import CompiledProfile, PolicySet
 
 API_VERSION = "admissionregistration.k8s.io/v1"
@@ -690,12 +691,9 @@ def struct_literals_as_maps(expression: str) -> str:
     while i < n:
         ch = expression[i]
         if ch in "'\"":
-            quote = ch * 3 if expression.startswith(ch * 3, i) else ch
-            j = i + len(quote)
-            while j < n and not expression.startswith(quote, j):
-                j += 2 if expression[j] == "\\" else 1
-            out.append(expression[i : j + len(quote)])
-            i = j + len(quote)
+            end = string_literal_end(expression, i)
+            out.append(expression[i:end])
+            i = end
             expect_field = False
             continue
         if expression.startswith("JSONPatch{", i) and (
