@@ -28,12 +28,11 @@ import orjson
 import yaml
 
 from trainyard.repo.rendered import Resource
-from trainyard.repo.repository import KUSTOMIZATION_FILES
+from trainyard.repo.repository import REMOTE_PREFIXES, kustomization_file
 
 FORMAT = "trainyard-kustomize-cache/1"
 DEFAULT_DIR = ".trainyard-cache"
 ENV_DIR = "TRAINYARD_CACHE_DIR"
-REMOTE_PREFIXES = ("http://", "https://", "git::", "ssh://", "git@", "github.com/")
 
 
 class Uncacheable(Exception):
@@ -63,10 +62,6 @@ def _strings(node: object) -> Iterable[str]:
             yield from _strings(value)
 
 
-def _kustomization(folder: Path) -> Path | None:
-    return next((folder / n for n in KUSTOMIZATION_FILES if (folder / n).is_file()), None)
-
-
 def inputs(folder: Path, root: Path) -> list[Path]:
     """Every file a build of ``folder`` can read (sorted, resolved); raises :class:`Uncacheable`
     when it reaches a remote resource or a folder outside ``root`` (the repository)."""
@@ -82,7 +77,7 @@ def inputs(folder: Path, root: Path) -> list[Path]:
             raise Uncacheable(str(current))
         seen.add(current)
         files.update(p.resolve() for p in current.iterdir() if p.is_file())
-        file = _kustomization(current)
+        file = kustomization_file(current)
         if file is None:
             files.update(p.resolve() for p in current.rglob("*") if p.is_file())
             continue

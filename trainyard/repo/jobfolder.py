@@ -45,7 +45,7 @@ from trainyard.contract.k8s import (
 )
 from trainyard.repo import rawyaml
 from trainyard.repo.problems import Problem, error
-from trainyard.repo.repository import KUSTOMIZATION_FILES, Repository
+from trainyard.repo.repository import Repository, kustomization_file
 
 # A Secret's data may hold at most 1 MiB (kubernetes/api@v0.36.3:core/v1/types.go MaxSecretSize); no
 # file of a job folder, whose objects are a few KiB, needs more.
@@ -97,7 +97,7 @@ def scan(repo: Repository, folder: Path) -> list[Problem]:
     s = Scan(repo, folder.resolve())
     if not _walk(s):
         return s.problems
-    root = next((s.folder / n for n in KUSTOMIZATION_FILES if (s.folder / n).is_file()), None)
+    root = kustomization_file(s.folder)
     if root is None:
         s.err(s.folder, "no kustomization.yaml: Argo CD would render the folder's YAML, JSON and Jsonnet files as a "
               "plain directory; a job folder is a kustomization (trainyard new-job writes one)")  # fmt: skip
@@ -294,7 +294,7 @@ def _reference(s: Scan, file: Path, node: yaml.Node, *, directory_ok: bool, key_
         if not directory_ok:
             s.err(file, f"{entry[:200]!r} is a folder; a file is expected here", line)
             return False
-        inner = next((target / n for n in KUSTOMIZATION_FILES if (target / n).is_file()), None)
+        inner = kustomization_file(target)
         if inner is None:
             s.err(file, f"{entry[:200]!r} is a folder without a kustomization", line)
             return False
@@ -473,7 +473,7 @@ def locate_patch_failure(repo: Repository, folder: Path) -> list[Problem]:
     from trainyard.repo import kustomize
 
     s = Scan(repo, folder.resolve())
-    root = next((s.folder / n for n in KUSTOMIZATION_FILES if (s.folder / n).is_file()), None)
+    root = kustomization_file(s.folder)
     docs = _read(s, root) if root is not None else None
     if not docs or not isinstance(docs[0], yaml.MappingNode):
         return []

@@ -22,7 +22,7 @@ import yaml
 from trainyard.contract.errors import UserError
 from trainyard.repo import build_cache
 from trainyard.repo.rendered import ORIGIN_ANNOTATION, Resource
-from trainyard.repo.repository import KUSTOMIZATION_FILES, Repository
+from trainyard.repo.repository import REMOTE_PREFIXES, Repository, kustomization_file
 
 try:  # the C loader is several times faster on large renders
     _Loader: type = yaml.CSafeLoader  # type: ignore[attr-defined]
@@ -55,10 +55,7 @@ def command() -> tuple[str, ...]:
 
 
 def is_kustomization(folder: Path) -> bool:
-    return any((folder / name).is_file() for name in KUSTOMIZATION_FILES)
-
-
-REMOTE_PREFIXES = ("http://", "https://", "git::", "ssh://", "git@", "github.com/")
+    return kustomization_file(folder) is not None
 
 
 def is_remote(entry: object) -> bool:
@@ -86,7 +83,7 @@ def remote_parts(repo: Repository, folder: Path) -> Remote:
         if current in seen or repo.root not in (current, *current.parents):
             continue
         seen.add(current)
-        file = next((current / n for n in KUSTOMIZATION_FILES if (current / n).is_file()), None)
+        file = kustomization_file(current)
         if file is None:
             continue
         try:

@@ -44,9 +44,7 @@ class Repository:
         base = self.root / CLUSTERS
         if not base.is_dir():
             return []
-        return sorted(
-            p.name for p in base.iterdir() if p.is_dir() and any((p / k).is_file() for k in KUSTOMIZATION_FILES)
-        )
+        return sorted(p.name for p in base.iterdir() if p.is_dir() and kustomization_file(p) is not None)
 
     def require_cluster(self, cluster: str) -> str:
         known = self.clusters()
@@ -59,6 +57,13 @@ class Repository:
 
 
 KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
+# A kustomization entry kustomize fetches over the network (a URL or a git repository).
+REMOTE_PREFIXES = ("http://", "https://", "git::", "ssh://", "git@", "github.com/")
+
+
+def kustomization_file(folder: Path) -> Path | None:
+    """The folder's kustomization file (the first of KUSTOMIZATION_FILES there), or None."""
+    return next((folder / n for n in KUSTOMIZATION_FILES if (folder / n).is_file()), None)
 
 
 def normalize_url(url: str) -> str:
