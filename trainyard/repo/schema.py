@@ -62,14 +62,25 @@ def _api_file_part(api_version: str) -> str:
 
 
 @lru_cache(maxsize=256)
-def _validator(kind: str, api_version: str) -> jsonschema.protocols.Validator | None:
+def _schema(kind: str, api_version: str) -> tuple[str, Any] | None:
+    """The Kubernetes version whose schemas check ``kind``/``api_version`` (1.30, or its release
+    in NEWER_KINDS) and the kind's schema; None for a kind with no built-in schema."""
     version = NEWER_KINDS.get((kind, api_version), KUBERNETES_VERSION)
-    directory, registry, _ = _registry(version)
+    directory, _, _ = _registry(version)
     name = f"kubernetes-json-schema/{directory}/{kind.lower()}-{_api_file_part(api_version)}.json"
     try:
-        schema = kv_utils.schema_contents(name, version)
+        return version, kv_utils.schema_contents(name, version)
     except FileNotFoundError:
         return None
+
+
+@lru_cache(maxsize=256)
+def _validator(kind: str, api_version: str) -> jsonschema.protocols.Validator | None:
+    found = _schema(kind, api_version)
+    if found is None:
+        return None
+    version, schema = found
+    _, registry, _ = _registry(version)
     resource = referencing.Resource.from_contents(schema)
     return jsonschema.validators.Draft202012Validator(schema, registry=resource @ registry)
 
@@ -77,12 +88,11 @@ def _validator(kind: str, api_version: str) -> jsonschema.protocols.Validator | 
 @lru_cache(maxsize=256)
 def _fast_validator(kind: str, api_version: str) -> Any:
     """The jsonschema-rs validator of the same schema (None when there is none)."""
-    directory, _, defs = _registry()
-    name = f"kubernetes-json-schema/{directory}/{kind.lower()}-{_api_file_part(api_version)}.json"
-    try:
-        schema = kv_utils.schema_contents(name, KUBERNETES_VERSION)
-    except FileNotFoundError:
+    found = _schema(kind, api_version)
+    if found is None:
         return None
+    version, schema = found
+    _, _, defs = _registry(version)
     registry = jsonschema_rs.Registry([(defs["$id"], defs)])
     return jsonschema_rs.Draft202012Validator(schema, registry=registry)
 
