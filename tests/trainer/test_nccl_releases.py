@@ -50,6 +50,7 @@ EXPECTED = {
     "2.22.x-IB-InitCOMPLETE-Init-timings.log": ([], {"IB": 1}, [], [False], ["P2P/direct pointer"], 1, [0, 1, 4, 5, 6]),
     "2.25.1-socket-only-virbr-usb.log": (["2.25.1+cuda12.8"], {"Socket": 1, "unknown": 1}, [], [], [], 0, []),
     "2.27-preview-RoCE-InitSTART.log": ([], {"IB": 2, "unknown": 1}, ["RoCE"], [], [], 0, [0]),
+    "2.28.9-socket-one-rank-H200-InitCOMPLETE.log": (["2.28.9+cuda13.0"], {"Socket": 1}, [], [], [], 1, [0]),
     "2.28or2.29-InitCOMPLETE-host-prefix-stripped.log": ([], {"unknown": 3}, [], [], [], 3, [2, 3, 4]),
     "2.30-docs-logging-examples.log": (
         ["2.30.3+cuda13.0"],
@@ -105,6 +106,8 @@ def test_details_of_old_and_new_formats():
     assert warned.pid == 189884 and warned.warnings[0].source == "plugin/net.cc:334"
     assert warned.warnings[0].message == "Failed to initialize any NET plugin"
     assert next(p for p in docs if p.pid == 1896826).env == {"NCCL_SHM_DISABLE": "1"}
+    h200 = by_file["2.28.9-socket-one-rank-H200-InitCOMPLETE.log"][0]  # 2.28: "NET/IB : Using [RO]; OOB" yet no device
+    assert h200.ib_no_device and h200.bootstrap == "eth0:192.0.2.2" and h200.socket_devices[0]["name"] == "eth0"
     no_verbs = by_file["2.25.1-socket-only-virbr-usb.log"][0]  # "Failed to open libibverbs.so[.1]"
     assert no_verbs.ib_no_device and [d["name"] for d in no_verbs.socket_devices][:3] == ["enp3s0f0", "usb0", "virbr0"]
 
