@@ -4,6 +4,7 @@ builds its --help from this module."""
 from __future__ import annotations
 
 import argparse
+import functools
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -188,12 +189,19 @@ def batch_problem(cfg: TrainConfig, world_size: int) -> str | None:
     )
 
 
+@functools.lru_cache(maxsize=4)
+def _parser(prog: str) -> _RefusingParser:
+    """Built once per program name: parsing does not change a parser, and `trainyard validate`
+    parses the arguments of every trainer container of every job."""
+    parser = _RefusingParser(prog=prog, add_help=False)
+    add_arguments(parser)
+    return parser
+
+
 def parse(argv: Sequence[str], prog: str = "trainyard train") -> TrainConfig:
     """The configuration ``train`` would make of ``argv``; a UserError where train would refuse them
     (what depends on the world size, such as --batch-size, is checked when training starts)."""
-    parser = _RefusingParser(prog=prog, add_help=False)
-    add_arguments(parser)
-    args = parser.parse_args(list(argv))
+    args = _parser(prog).parse_args(list(argv))
     try:
         return from_args(args)
     except UserError as exc:

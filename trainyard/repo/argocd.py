@@ -41,7 +41,6 @@ repository uses, and refuses (with a message) the parts it does not emulate inst
 
 from __future__ import annotations
 
-import copy
 import os
 import re
 from collections.abc import Iterable
@@ -53,7 +52,7 @@ from typing import Any
 from trainyard.contract.errors import UserError
 from trainyard.repo import gotemplate, jobfolder, kustomize
 from trainyard.repo.problems import Problem, error, warning
-from trainyard.repo.rendered import CLUSTER_SCOPED, Resource, sync_wave
+from trainyard.repo.rendered import CLUSTER_SCOPED, Resource, sync_wave, tree_copy
 from trainyard.repo.repository import CLUSTERS, Repository
 
 ARGO_GROUP = "argoproj.io"
@@ -287,9 +286,9 @@ def generate_applications(appset: Resource, repo: Repository, directories: list[
             params = _params(path, go, prefix)
             try:
                 if go:
-                    rendered = gotemplate.render_tree(copy.deepcopy(template), params, missing_error=missing_error)
+                    rendered = gotemplate.render_tree(tree_copy(template), params, missing_error=missing_error)
                 else:
-                    rendered = gotemplate.render_fasttemplate(copy.deepcopy(template), params)
+                    rendered = gotemplate.render_fasttemplate(tree_copy(template), params)
             except gotemplate.TemplateError as exc:
                 raise ArgoError(f"{where}: {what}: spec.template (for {path}): {exc}") from None
             out.append(_application_from_template(rendered, appset, path))
@@ -323,12 +322,12 @@ def _application_from_template(rendered: dict, appset: Resource, path: str) -> R
         metadata["namespace"] = namespace
     for key in ("labels", "annotations", "finalizers"):
         if tmeta.get(key):
-            metadata[key] = copy.deepcopy(tmeta[key])
+            metadata[key] = tree_copy(tmeta[key])
     doc = {
         "apiVersion": "argoproj.io/v1alpha1",
         "kind": "Application",
         "metadata": metadata,
-        "spec": copy.deepcopy(rendered.get("spec") or {}),
+        "spec": tree_copy(rendered.get("spec") or {}),
     }
     return Resource(doc=doc, origin=appset.origin, source=path, app=appset.app, extra={"generated_by": appset.name})
 

@@ -62,53 +62,96 @@ def _strings(node: object) -> Iterable[str]:
             yield from _strings(value)
 
 
-def inputs(folder: Path, root: Path) -> list[Path]:
+# What one kustomization folder says of itself: its own files and the strings of its
+# kustomization that may be paths (stat-ed on every use), or the remote resource it names.
+_Listing = tuple[list[str], list[str], str | None]
+
+
+def _listing(current: str, file: Path) -> _Listing:
+    own = []
+    with os.scandir(current) as entries:
+        for entry in entries:
+            if entry.is_file():  # follows a link, as the build does
+                own.append(os.path.realpath(entry.path) if entry.is_symlink() else entry.path)
+    try:
+        doc = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return own, [], None  # kustomize refuses it; the build fails and nothing is stored
+    candidates = []
+    for text in _strings(doc):
+        entry = text.strip()
+        if entry.startswith(REMOTE_PREFIXES):
+            return own, [], entry
+        if entry and "\n" not in entry and len(entry) <= 4096:
+            candidates.append(entry)
+    return own, candidates, None
+
+
+def inputs(folder: Path, root: Path, listings: dict[str, tuple[tuple, _Listing]] | None = None) -> list[Path]:
     """Every file a build of ``folder`` can read (sorted, resolved); raises :class:`Uncacheable`
-    when it reaches a remote resource or a folder outside ``root`` (the repository)."""
-    root = root.resolve()
-    files: set[Path] = set()
-    seen: set[Path] = set()
-    pending = [folder.resolve()]
+    when it reaches a remote resource or a folder outside ``root`` (the repository).
+
+    ``listings``: what each kustomization folder says of itself, kept between calls (a
+    :class:`BuildCache` keeps one per run): the bases every job folder shares are read once, and
+    a folder's entry is used again only while the folder's and its kustomization's modification
+    times and size are unchanged.
+    """
+    root_text = str(root.resolve())
+    files: set[str] = set()
+    seen: set[str] = set()
+    pending = [str(folder.resolve())]
     while pending:
         current = pending.pop()
         if current in seen:
             continue
-        if root not in (current, *current.parents):
-            raise Uncacheable(str(current))
+        if current != root_text and not current.startswith(root_text + os.sep):
+            raise Uncacheable(current)
         seen.add(current)
-        files.update(p.resolve() for p in current.iterdir() if p.is_file())
-        file = kustomization_file(current)
+        file = kustomization_file(Path(current))
         if file is None:
-            files.update(p.resolve() for p in current.rglob("*") if p.is_file())
+            files.update(str(p.resolve()) for p in Path(current).rglob("*") if p.is_file())
             continue
         try:
-            doc = yaml.safe_load(file.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError):
-            continue  # kustomize refuses it; the build fails and nothing is stored
-        for text in _strings(doc):
-            entry = text.strip()
-            if entry.startswith(REMOTE_PREFIXES):
-                raise Uncacheable(entry)
-            if not entry or "\n" in entry or len(entry) > 4096:
-                continue
+            dir_stat, file_stat = os.stat(current), file.stat()
+        except OSError:
+            continue  # gone while read: the build fails and nothing is stored
+        stamp = (dir_stat.st_mtime_ns, file.name, file_stat.st_mtime_ns, file_stat.st_size)
+        known = listings.get(current) if listings is not None else None
+        if known is not None and known[0] == stamp:
+            own, candidates, remote = known[1]
+        else:
+            own, candidates, remote = _listing(current, file)
+            if listings is not None:
+                listings[current] = (stamp, (own, candidates, remote))
+        if remote is not None:
+            raise Uncacheable(remote)
+        files.update(own)
+        for entry in candidates:
             try:  # most strings of a kustomization are not paths: one stat tells, before resolving
                 st = os.stat(os.path.join(current, entry))
             except (OSError, ValueError):
                 continue
-            target = (current / entry).resolve()
+            target = os.path.realpath(os.path.join(current, entry))
             if stat.S_ISREG(st.st_mode):
                 files.add(target)
-            elif stat.S_ISDIR(st.st_mode) and target not in (current, *current.parents):
-                pending.append(target)
-    return sorted(files)
+            elif stat.S_ISDIR(st.st_mode) and not (current + os.sep).startswith(target.rstrip(os.sep) + os.sep):
+                pending.append(target)  # a folder above this one (or itself) holds it: not walked again
+    return sorted(Path(f) for f in files)
 
 
-def key(folder: Path, root: Path, rel: str, version: str, digest: Callable[[Path], str]) -> str:
+def key(
+    folder: Path,
+    root: Path,
+    rel: str,
+    version: str,
+    digest: Callable[[Path], str],
+    listings: dict[str, tuple[tuple, _Listing]] | None = None,
+) -> str:
     """The cache key of building ``folder`` (``rel``: its path in the repository ``root``)."""
     h = hashlib.sha256()
     for part in (FORMAT, version, rel):
         h.update(part.encode() + b"\0")
-    for file in inputs(folder, root):
+    for file in inputs(folder, root, listings):
         h.update(str(file).encode() + b"\0" + digest(file).encode() + b"\0")
     return h.hexdigest()
 
@@ -129,6 +172,7 @@ class BuildCache:
         self.directory = directory
         self.hits = self.misses = self.rejected = 0
         self._digests: dict[tuple[Path, int, int], str] = {}
+        self.listings: dict[str, tuple[tuple, _Listing]] = {}  # for inputs()
 
     def digest(self, file: Path) -> str:
         """SHA-256 of a file's content, computed once per process for an unchanged file."""

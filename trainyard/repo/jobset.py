@@ -9,7 +9,6 @@ cites the upstream function it follows. Objects get their UIDs from the API serv
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import uuid
 from typing import Any
@@ -18,7 +17,7 @@ from trainyard.contract.errors import CheckFailed
 from trainyard.contract.names import JOBSET_NAME_LABEL
 from trainyard.repo.rendered import as_dict as _d
 from trainyard.repo.rendered import as_list as _l
-from trainyard.repo.rendered import meta
+from trainyard.repo.rendered import meta, tree_copy
 from trainyard.repo.rendered import name_of as _name
 from trainyard.repo.rendered import namespace_of as _namespace
 
@@ -74,7 +73,7 @@ def default_jobset(jobset: dict) -> dict:
     """The JobSet as stored: CRD defaults (replicas 1, groupName default) and the JobSet webhook's
     Default (jobset_webhook.go: success policy All, startup AnyOrder, Indexed completion, pod
     restart policy OnFailure, DNS hostnames and publishNotReadyAddresses on)."""
-    js = copy.deepcopy(jobset)
+    js = tree_copy(jobset)
     spec = js.setdefault("spec", {})
     spec.setdefault("successPolicy", {"operator": "All"})
     spec.setdefault("startupPolicy", {"startupPolicyOrder": "AnyOrder"})
@@ -153,11 +152,11 @@ def construct_jobs(js: dict) -> list[dict]:
             raise JobSetError(f"JobSet annotation {key} (exclusive placement) is not emulated by trainyard")
     for rj in replicated_jobs(js["spec"]):
         for index in range(int(rj.get("replicas", 1))):
-            template = copy.deepcopy(_d(rj.get("template")))
+            template = tree_copy(_d(rj.get("template")))
             job_name = f"{name}-{rj['name']}-{index}"
             jset = _jobset_labels(js, rj, index)
             tmeta = _d(template.get("metadata"))
-            jspec = copy.deepcopy(_d(template.get("spec")))
+            jspec = tree_copy(_d(template.get("spec")))
             pod_tpl = jspec.setdefault("template", {})
             pmeta = pod_tpl.setdefault("metadata", {})
             pmeta["labels"] = {**_d(pmeta.get("labels")), **jset}
@@ -201,7 +200,7 @@ def job_pods(job: dict) -> list[dict]:
     if spec.get("completionMode") != "Indexed":
         mode = spec.get("completionMode")
         raise JobSetError(f"Job {name}: completionMode {mode!r}: only Indexed Jobs are expanded")
-    template = copy.deepcopy(_d(spec.get("template")))
+    template = tree_copy(_d(spec.get("template")))
     pod_spec = template.setdefault("spec", {})
     for group in ("initContainers", "containers"):
         for c in _l(pod_spec.get(group)):
@@ -215,7 +214,7 @@ def job_pods(job: dict) -> list[dict]:
                 )
     pods = []
     for index in range(int(spec.get("completions") or 1)):
-        tmeta = copy.deepcopy(_d(template.get("metadata")))
+        tmeta = tree_copy(_d(template.get("metadata")))
         pmeta: dict[str, Any] = {
             "generateName": f"{name}-{index}-",
             "namespace": namespace,
@@ -224,7 +223,7 @@ def job_pods(job: dict) -> list[dict]:
             "finalizers": [*_l(tmeta.get("finalizers")), JOB_TRACKING_FINALIZER],
             "ownerReferences": [owner("batch/v1", "Job", name, namespace)],
         }
-        pspec = copy.deepcopy(pod_spec)
+        pspec = tree_copy(pod_spec)
         pspec["hostname"] = f"{name}-{index}"
         pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": pmeta, "spec": pspec})
     return pods

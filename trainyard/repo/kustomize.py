@@ -21,7 +21,7 @@ import yaml
 
 from trainyard.contract.errors import UserError
 from trainyard.repo import build_cache
-from trainyard.repo.rendered import ORIGIN_ANNOTATION, Resource
+from trainyard.repo.rendered import ORIGIN_ANNOTATION, Resource, tree_copy
 from trainyard.repo.repository import REMOTE_PREFIXES, Repository, kustomization_file
 
 try:  # the C loader is several times faster on large renders
@@ -151,7 +151,7 @@ def _cached_build(repo: Repository, path: Path, rel: str) -> list[Resource]:
     if disk is None:
         return _build(repo, path, rel)
     try:
-        key = build_cache.key(path, repo.root, rel, _tool_version(), disk.digest)
+        key = build_cache.key(path, repo.root, rel, _tool_version(), disk.digest, disk.listings)
     except (build_cache.Uncacheable, OSError):
         return _build(repo, path, rel)
     stored = disk.get(key)
@@ -191,9 +191,7 @@ def build(repo: Repository, folder: str | Path, *, cache: bool = True) -> list[R
 
 
 def _copy(r: Resource) -> Resource:
-    import copy
-
-    return Resource(doc=copy.deepcopy(r.doc), origin=r.origin, source=r.source, app=r.app)
+    return Resource(doc=tree_copy(r.doc), origin=r.origin, source=r.source, app=r.app)
 
 
 def _build(repo: Repository, path: Path, rel: str) -> list[Resource]:

@@ -15,7 +15,6 @@ job namespaces' pod security, :mod:`trainyard.repo.podsecurity`), read from the 
 
 from __future__ import annotations
 
-import copy
 import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +38,7 @@ from trainyard.repo import (
     trainjob,
     vap,
 )
-from trainyard.repo.rendered import Resource, name_of, namespace_of
+from trainyard.repo.rendered import Resource, name_of, namespace_of, tree_copy
 from trainyard.repo.repository import OVERLAYS, POLICIES, Repository
 
 JOB_KINDS = "TrainJob, PyTorchJob, TFJob or MPIJob"
@@ -207,7 +206,7 @@ def preview_pod(pod: dict, ctx: Context) -> PodPreview:
         _admit_by_policy(out, pod, namespace, ctx)
         return _admitted(out, ctx)
     try:
-        decision = admit(copy.deepcopy(pod), ctx.policies, ctx.profile, namespace)
+        decision = admit(tree_copy(pod), ctx.policies, ctx.profile, namespace)
     except MutationError as exc:
         out.action, out.reason = "deny", str(exc)
         return out
@@ -216,7 +215,7 @@ def preview_pod(pod: dict, ctx: Context) -> PodPreview:
     if decision.action == "mutate" and decision.mutation is not None:
         out.ops = decision.mutation.ops
         out.warnings = decision.mutation.warnings
-        out.after = jsonpatch.apply_patch(pod, decision.mutation.ops)
+        out.after = jsonpatch.apply_patch(tree_copy(pod), decision.mutation.ops, in_place=True)
     return _admitted(out, ctx)
 
 
@@ -274,7 +273,7 @@ def run_trainjob(job: Resource, ctx: Context) -> TrainJobRun:
     admission, refused = kueue.admit(doc, trainjob.build_jobset(doc, runtime), ctx.queues, uid)
     if refused:
         raise trainjob.TrainJobError("Kueue would never admit it: " + "; ".join(refused))
-    admitted = copy.deepcopy(doc)
+    admitted = tree_copy(doc)
     if admission is not None:  # the Kueue webhook appends its patch; admission fills it and unsuspends
         spec = admitted.setdefault("spec", {})
         spec["runtimePatches"] = [*(spec.get("runtimePatches") or []), admission.patch]

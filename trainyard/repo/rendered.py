@@ -7,11 +7,45 @@ path). Problems found in it name both: the folder a pull request touched and the
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 ORIGIN_ANNOTATION = "config.kubernetes.io/origin"
+
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+
+
+def tree_copy(node: Any, memo: dict[int, Any] | None = None) -> Any:
+    """A deep copy of a tree of dicts and lists, about three times faster than copy.deepcopy.
+
+    Strings, numbers, booleans and None are shared (they are immutable); a subtree reached twice
+    (a YAML alias) is copied once and stays shared, as copy.deepcopy keeps it, so the copy is
+    linear in the distinct nodes; any other value is handed to copy.deepcopy.
+    """
+    kind = type(node)
+    if kind in _ATOMS:
+        return node
+    if kind is not dict and kind is not list:
+        return copy.deepcopy(node, memo)
+    if memo is None:
+        memo = {}
+    found = memo.get(id(node))
+    if found is not None:
+        return found
+    if kind is dict:
+        mapping: dict[Any, Any] = {}
+        memo[id(node)] = mapping
+        for key, value in node.items():
+            mapping[key] = value if type(value) in _ATOMS else tree_copy(value, memo)
+        return mapping
+    items: list[Any] = []
+    memo[id(node)] = items
+    for value in node:
+        items.append(value if type(value) in _ATOMS else tree_copy(value, memo))
+    return items
+
 
 # Kinds whose objects have no namespace (built-in ones trainyard's manifests use or may use).
 CLUSTER_SCOPED = frozenset(

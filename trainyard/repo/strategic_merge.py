@@ -25,10 +25,10 @@ are refused rather than guessed.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from trainyard.contract.errors import UserError
+from trainyard.repo.rendered import tree_copy
 
 # type -> field -> (type of the field's value or items, merge key of a merged list or None)
 _POD_SPEC = {
@@ -67,9 +67,9 @@ class PatchError(UserError):
 def merge(original: object, patch: object, kind: str = "Any", path: str = "") -> Any:
     """``original`` with ``patch`` merged into it (neither is modified)."""
     if not isinstance(patch, dict) or not isinstance(original, dict):
-        return copy.deepcopy(patch)
+        return tree_copy(patch)
     fields = SCHEMA.get(kind, {})
-    out = copy.deepcopy(original)
+    out = tree_copy(original)
     for key, value in patch.items():
         where = f"{path}.{key}" if path else str(key)
         if isinstance(key, str) and (key in DIRECTIVES or key.startswith("$setElementOrder/")):
@@ -83,7 +83,7 @@ def merge(original: object, patch: object, kind: str = "Any", path: str = "") ->
             if merge_key is not None and isinstance(current, list):
                 out[key] = _merge_list(current, value, child, merge_key, where)
             else:
-                out[key] = copy.deepcopy(value)
+                out[key] = tree_copy(value)
         elif isinstance(value, dict):
             out[key] = merge(out.get(key) if isinstance(out.get(key), dict) else {}, value, child, where)
         else:
@@ -92,7 +92,7 @@ def merge(original: object, patch: object, kind: str = "Any", path: str = "") ->
 
 
 def _merge_list(current: list, patch: list, kind: str, key: str, path: str) -> list:
-    out = copy.deepcopy(current)
+    out = tree_copy(current)
     for i, item in enumerate(patch):
         if not isinstance(item, dict) or key not in item:
             raise PatchError(f"{path}[{i}]: each item must be a mapping with {key!r} (the list is merged on it)")

@@ -23,6 +23,7 @@ size it may shrink or grow to (a warning).
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import math
 import os
@@ -122,10 +123,15 @@ class _Refusing(argparse.ArgumentParser):
         raise UserError(f"trainyard launch: {message}")
 
 
-def _launch_options(argv: list[str]) -> argparse.Namespace:
+@functools.lru_cache(maxsize=1)
+def _launch_parser() -> _Refusing:
     parser = _Refusing(prog="trainyard launch", add_help=False)
     launch.add_arguments(parser)
-    opts, extras = parser.parse_known_args(argv)
+    return parser
+
+
+def _launch_options(argv: list[str]) -> argparse.Namespace:
+    opts, extras = _launch_parser().parse_known_args(argv)
     if extras:
         raise UserError(
             f"trainyard launch: unrecognized arguments: {' '.join(extras)[:200]} (train arguments go after --)"

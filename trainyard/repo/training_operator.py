@@ -45,7 +45,6 @@ are left out.
 
 from __future__ import annotations
 
-import copy
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -53,6 +52,7 @@ from typing import Any
 from trainyard.contract.errors import CheckFailed
 from trainyard.contract.k8s import name_problem, unknown_fields
 from trainyard.contract.names import TRAINING_OPERATOR_JOB_LABEL
+from trainyard.repo.rendered import tree_copy
 
 API_GROUP = "kubeflow.org"
 OPERATOR_VERSION = "v1.9.4"
@@ -326,7 +326,7 @@ def _int_replicas(rspec: dict) -> int:
 
 
 def _defaults(doc: dict, jk: JobKind) -> dict:
-    job = copy.deepcopy(doc)
+    job = tree_copy(doc)
     spec = job.setdefault("spec", {})
     specs = _camel(_replica_specs(job, jk), jk)
     spec[jk.replicas_field] = specs
@@ -479,7 +479,7 @@ def _namespace(job: dict) -> str:
 
 
 def _pod(job: dict, jk: JobKind, rtype: str, index: int | None, template: dict, name: str) -> dict:
-    tmeta = copy.deepcopy(template.get("metadata") or {})
+    tmeta = tree_copy(template.get("metadata") or {})
     labels = dict(tmeta.get("labels") or {})
     labels.update(
         {
@@ -495,7 +495,7 @@ def _pod(job: dict, jk: JobKind, rtype: str, index: int | None, template: dict, 
     metadata: dict[str, Any] = {"name": name, "namespace": _namespace(job), "labels": labels}
     if tmeta.get("annotations"):
         metadata["annotations"] = dict(tmeta["annotations"])
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": copy.deepcopy(template.get("spec") or {})}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": tree_copy(template.get("spec") or {})}
 
 
 def _restart(rspec: dict) -> str:

@@ -22,7 +22,6 @@ in-place restart) is refused or left out: the runtimes trainyard generates use n
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -33,7 +32,7 @@ from trainyard.repo import jobset as js_
 from trainyard.repo import strategic_merge
 from trainyard.repo.rendered import as_dict as _d
 from trainyard.repo.rendered import as_list as _l
-from trainyard.repo.rendered import group_of
+from trainyard.repo.rendered import group_of, tree_copy
 from trainyard.repo.rendered import name_of as _name
 from trainyard.repo.rendered import namespace_of as _namespace
 
@@ -396,7 +395,7 @@ def _merge_runtime_patches(job: dict, template_spec: dict) -> tuple[dict, dict[s
     annotations, and each patch's spec merged in list order (replicated jobs keep their order)."""
     labels = dict(_d(_d(template_spec.get("metadata")).get("labels")))
     annotations = dict(_d(_d(template_spec.get("metadata")).get("annotations")))
-    spec = copy.deepcopy(_d(template_spec.get("spec")))
+    spec = tree_copy(_d(template_spec.get("spec")))
     order = {rj.get("name"): i for i, rj in enumerate(js_.replicated_jobs(spec))}
     for i, patch in enumerate(_l(_d(job.get("spec")).get("runtimePatches"))):
         template = _d(_d(_d(patch).get("trainingRuntimeSpec")).get("template"))
@@ -452,10 +451,10 @@ def build_jobset(job: dict, runtime: dict) -> dict:
         if node is not None and trainer is not None:
             for key in ("image", "command", "args"):
                 if trainer.get(key) is not None:
-                    node[key] = copy.deepcopy(trainer[key])
+                    node[key] = tree_copy(trainer[key])
             env = node.setdefault("env", [])
             for e in _l(trainer.get("env")):
-                _upsert(env, copy.deepcopy(e), "name")
+                _upsert(env, tree_copy(e), "name")
     if jspec.get("suspend") is not None:  # builder.go Suspend
         spec["suspend"] = jspec["suspend"]
     return {
@@ -501,12 +500,12 @@ def _torch(job: dict, spec: dict, policy: dict, counts: dict[str, int], trainers
     if node is not None and trainer is not None:
         env = node.setdefault("env", [])
         for e in _l(trainer.get("env")):
-            _upsert(env, copy.deepcopy(e), "name")
+            _upsert(env, tree_copy(e), "name")
         for e in pet:
-            _upsert(env, copy.deepcopy(e), "name")
+            _upsert(env, tree_copy(e), "name")
         if _l(trainer.get("command")) != TORCHTUNE_ENTRYPOINT:
             for e in master:
-                _upsert(env, copy.deepcopy(e), "name")
+                _upsert(env, tree_copy(e), "name")
         _upsert(node.setdefault("ports", []), {"containerPort": TRAINER_PORT}, "containerPort")
     for target in _l(_d(_d(policy.get("torch")).get("envInjection")).get("targets")):
         rj = next((r for r in js_.replicated_jobs(spec) if r.get("name") == _d(target).get("jobName")), None)
@@ -520,7 +519,7 @@ def _torch(job: dict, spec: dict, policy: dict, counts: dict[str, int], trainers
                 )
             env = c.setdefault("env", [])
             for e in [*pet, *master]:
-                _upsert(env, copy.deepcopy(e), "name")
+                _upsert(env, tree_copy(e), "name")
 
 
 def _initializer(job: dict, spec: dict) -> None:
@@ -540,7 +539,7 @@ def _initializer(job: dict, spec: dict) -> None:
             if source.get("storageUri") is not None:
                 _upsert(env, {"name": STORAGE_URI_ENV, "value": str(source["storageUri"])}, "name")
             for e in _l(source.get("env")):
-                _upsert(env, copy.deepcopy(e), "name")
+                _upsert(env, tree_copy(e), "name")
             if isinstance(source.get("secretRef"), dict):
                 c.setdefault("envFrom", []).append({"secretRef": {"name": source["secretRef"].get("name")}})
 
