@@ -144,3 +144,26 @@ def test_without_the_disk_cache_nothing_is_written(repo_copy: repository.Reposit
     kustomize.build(repo_copy, JOB)
     assert not (repo_copy.root / build_cache.DEFAULT_DIR).exists()
     assert not any(tmp_path.rglob("kustomize/*/*.json"))
+
+
+def test_the_listings_kept_between_builds_see_a_new_file_and_an_edited_kustomization(repo_copy: repository.Repository):
+    """One run keeps what each kustomization folder says (the shared bases are read once); an entry
+    counts only while the folder and its kustomization are unchanged."""
+    listings: dict = {}
+    root, job = repo_copy.root, repo_copy.root / JOB
+    first = build_cache.inputs(job, root, listings)
+    assert first == build_cache.inputs(job, root) and str(root / "base/jobs/trainjob") in listings
+    again = build_cache.inputs(job, root, listings)
+    assert again == first
+    (root / "base/jobs/trainjob/notes.txt").write_text("kustomize can read this\n", encoding="utf-8")
+    added = build_cache.inputs(job, root, listings)
+    assert set(map(str, added)) - set(map(str, first)) == {str(root / "base/jobs/trainjob/notes.txt")}
+    (root / JOB / "more").mkdir()
+    (root / JOB / "more" / "extra.yaml").write_text("{}\n", encoding="utf-8")
+    before = build_cache.inputs(job, root, listings)  # the folder changed: listed again, without more/
+    assert root / JOB / "more" / "extra.yaml" not in before
+    kustomization = root / JOB / "kustomization.yaml"  # edited in place: the folder's own time stays
+    text = kustomization.read_text(encoding="utf-8").replace("resources:\n", "resources:\n  - more/extra.yaml\n", 1)
+    kustomization.write_text(text, encoding="utf-8")
+    assert root / JOB / "more" / "extra.yaml" in build_cache.inputs(job, root, listings)
+    assert build_cache.inputs(job, root, listings) == build_cache.inputs(job, root)
