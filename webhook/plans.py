@@ -11,7 +11,9 @@ topology rules (:func:`webhook.engine.job_of`: ``engine._topology`` writes ``{la
 the pod's affinity and spread constraint, after comparing that term with the pod's own). So a pod
 is decided with its job's name replaced by :data:`JOB_PLACEHOLDER`, and the kept answer serves
 every job of that shape: its patch gets each job's name spliced in as a JSON string where the
-placeholder stands, and is encoded to base64 again. That is exact only while nothing else in the
+placeholder stands, and is encoded to base64 again (once per job: the answers rendered for the
+last :data:`RENDERED` jobs are kept, as their pods arrive together, interleaved at most with
+the pods of the jobs created at the same time). That is exact only while nothing else in the
 shape holds the name or the placeholder (a term of the pod's own naming its job: the rule's
 comparison would tell the two apart) and the answer holds the placeholder only in its patch, as
 whole JSON strings; a denial is never shared (the patch size limit depends on the name's length).
@@ -41,6 +43,8 @@ MAX_PLANS = 1024
 MAX_PLAN_BYTES = 8 * 1024 * 1024
 MAX_SHAPE_BYTES = 64 * 1024
 MAX_ENTRY_BYTES = 256 * 1024  # a shape and its response (a 1 MiB patch is 1.4 MiB of base64)
+RENDERED = 32  # answers rendered for the latest jobs, each at most RENDERED_BYTES (512 KiB in all)
+RENDERED_BYTES = 16 * 1024
 # Stands for the job's name in a shared answer; a label value cannot hold '/', so no real job has
 # it (a hostile pod that writes it anyway is checked for, and kept under its own shape).
 JOB_PLACEHOLDER = "trainyard.dev/plans/job-name"
@@ -104,6 +108,8 @@ class Plans:
         self.answers: OrderedDict[bytes, object] = OrderedDict()  # Answer, JobAnswer or _NOT_SHARED
         self.bytes = 0  # of the shapes and responses kept
         self.hits = self.misses = 0
+        # the answers rendered from a JobAnswer for the last jobs seen: a job's pods come together
+        self._rendered: dict[tuple[int, bytes], tuple[JobAnswer, Answer]] = {}
 
     def __call__(self, pod: dict, policies: PolicySet, default: str, namespace: str | None) -> Answer:
         if policies is not self.policies or default != self.default:
@@ -157,7 +163,17 @@ class Plans:
             return None
         if isinstance(entry, Answer):
             return entry
-        return entry.render(name_json) or decide(pod, policies, default, namespace)
+        rendered = self._rendered.get((id(entry), name_json))
+        if rendered is not None and rendered[0] is entry:  # held, so its id is not another's
+            return rendered[1]  # another pod of a job seen just before
+        answer = entry.render(name_json)
+        if answer is None:
+            return decide(pod, policies, default, namespace)
+        if len(answer.tail) <= RENDERED_BYTES:
+            if len(self._rendered) >= RENDERED:
+                del self._rendered[next(iter(self._rendered))]  # the oldest
+            self._rendered[id(entry), name_json] = (entry, answer)
+        return answer
 
     def _key(self, pod: dict, namespace: str | None) -> bytes | None:
         projected = shape(pod, namespace, self.values_read)

@@ -168,6 +168,18 @@ def test_the_jobs_of_one_shape_share_one_answer_with_their_own_names(policies):
     assert (plans.misses, plans.hits, len(patches)) == (1, 11, 3)
 
 
+def test_pods_of_jobs_arriving_interleaved_get_their_own_jobs_names(policies):
+    """The answer rendered for one job serves the next pod of that job only."""
+    plans = Plans(policies, DEFAULT)
+    for rank, job in enumerate(["resnet", "resnet", "bert", "resnet", "bert", "bert", "resnet"]):
+        body = admission_review(job_pod("pytorchjob-worker.yaml", job, rank), namespace="ml")
+        direct, kept = both(body, policies, plans)
+        assert direct == kept == engine_response(body["request"]["object"], policies, "ml", body["request"]["uid"])
+        patch = base64.b64decode(orjson.loads(kept)["response"]["patch"])
+        other = "bert" if job == "resnet" else "resnet"
+        assert orjson.dumps(job) in patch and orjson.dumps(other) not in patch
+
+
 # Job names as a hostile client may write them: JSON escapes, other scripts, the placeholder
 # itself or inside a longer name, names that also stand elsewhere in the pod.
 NAMES = st.one_of(
