@@ -1,10 +1,12 @@
 """The review log: one JSON line per AdmissionReview, written in batches.
 
-A review appends its line to a buffer (one orjson dump, no logging-module record, no write
-call); a background thread writes the buffer to stderr every ``interval`` seconds, when it
-grows past ``max_buffer``, and at shutdown. The event loop never waits on a write. A process
-killed with SIGKILL loses at most ``interval`` seconds of lines; a SIGTERM loses none.
-The lines have the fields of the other log lines (ts, level, logger), see server.JsonFormatter.
+A review appends its record, its time and its duration to a list (no serialisation, no
+logging-module record, no write call: about 0.2 us); a background thread turns the list into
+lines (one orjson dump each, in a tight loop, where the code and data stay in cache) and writes
+them to stderr every ``interval`` seconds, when ``max_lines`` are waiting, and at shutdown. The
+event loop never waits on a write. A process killed with SIGKILL loses at most ``interval``
+seconds of lines; a SIGTERM loses none. The lines have the fields of the other log lines (ts,
+level, logger), see server.JsonFormatter.
 """
 
 from __future__ import annotations
@@ -20,42 +22,56 @@ from webhook.review import Record
 LOGGER = "trainyard.webhook.review"
 
 
+CHUNK = 64  # lines serialised (about 0.1 ms with the GIL held) and written at a time
+
+
+def line(ts: float, record: Record, elapsed: float) -> bytes:
+    return orjson.dumps(
+        {
+            "ts": round(ts, 3),
+            "level": "info",
+            "logger": LOGGER,
+            "uid": record.uid,
+            "namespace": record.namespace,
+            "pod": record.pod,
+            "profile": record.profile,
+            "outcome": record.outcome,
+            "ops": record.ops,
+            "warnings": record.warnings,
+            "reason": record.reason,
+            "ms": round(elapsed * 1000, 3),
+        },
+        option=orjson.OPT_APPEND_NEWLINE,
+    )
+
+
 class ReviewLog:
-    def __init__(self, fd: int = 2, interval: float = 0.2, max_buffer: int = 1 << 20) -> None:
-        self.fd, self.interval, self.max_buffer = fd, interval, max_buffer
-        self._buffer = bytearray()
-        self._lock = threading.Lock()
+    def __init__(self, fd: int = 2, interval: float = 0.2, max_lines: int = 4096) -> None:
+        self.fd, self.interval, self.max_lines = fd, interval, max_lines
+        self._pending: list[tuple[float, Record, float]] = []
+        self._lock = threading.Lock()  # guards _pending
+        self._flushing = threading.Lock()  # one flush at a time: the lines stay in order
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="trainyard-review-log", daemon=True)
         self._thread.start()
 
     def write(self, record: Record, elapsed: float) -> None:
-        line = orjson.dumps(
-            {
-                "ts": round(time.time(), 3),
-                "level": "info",
-                "logger": LOGGER,
-                "uid": record.uid,
-                "namespace": record.namespace,
-                "pod": record.pod,
-                "profile": record.profile,
-                "outcome": record.outcome,
-                "ops": record.ops,
-                "warnings": record.warnings,
-                "reason": record.reason,
-                "ms": round(elapsed * 1000, 3),
-            },
-            option=orjson.OPT_APPEND_NEWLINE,
-        )
+        """Log ``record`` (not changed afterwards) of a review that took ``elapsed`` seconds."""
         with self._lock:
-            self._buffer += line
-            full = len(self._buffer) >= self.max_buffer
+            self._pending.append((time.time(), record, elapsed))
+            full = len(self._pending) >= self.max_lines
         if full:
             self.flush()
 
     def flush(self) -> None:
-        with self._lock:
-            data, self._buffer = bytes(self._buffer), bytearray()
+        with self._flushing:
+            with self._lock:
+                pending, self._pending = self._pending, []
+            for start in range(0, len(pending), CHUNK):
+                if not self._write(b"".join(line(*p) for p in pending[start : start + CHUNK])):
+                    return
+
+    def _write(self, data: bytes) -> bool:
         view = memoryview(data)
         while view:
             try:
@@ -63,7 +79,8 @@ class ReviewLog:
             except InterruptedError:
                 continue
             except OSError:
-                return  # stderr gone (a closed pipe): nothing else to do with the lines
+                return False  # stderr gone (a closed pipe): nothing else to do with the lines
+        return True
 
     def _run(self) -> None:
         while not self._stopped.wait(self.interval):

@@ -25,7 +25,7 @@ def test_lines_are_batched_and_none_is_lost_at_close(tmp_path):
 def test_a_full_buffer_is_written_at_once(tmp_path):
     path = tmp_path / "log"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT)
-    log = ReviewLog(fd=fd, interval=3600, max_buffer=1000)
+    log = ReviewLog(fd=fd, interval=3600, max_lines=5)
     for i in range(20):
         log.write(Record(outcome="skipped", uid=f"u{i}"), 0.0)
     assert len(path.read_bytes().splitlines()) >= 5
