@@ -146,14 +146,14 @@ def create_app(state: State, request_timeout: float = 10.0) -> FastAPI:
         start = time.perf_counter()
         refused = unsupported_media(request)
         if refused is not None:
-            metrics.outcome["unsupported_media"].inc()
+            metrics.reviews.count("unsupported_media")
             return refused
         metrics.reviews_in_flight += 1
         try:
             body = await read_body(request, request_timeout, state.bodies)
             if isinstance(body, Response):
                 outcome = {413: "too_large", 503: "busy"}.get(body.status_code, "invalid")
-                metrics.outcome[outcome].inc()
+                metrics.reviews.count(outcome)
                 return body
             try:
                 policies = state.policies
@@ -166,8 +166,7 @@ def create_app(state: State, request_timeout: float = 10.0) -> FastAPI:
         finally:
             metrics.reviews_in_flight -= 1
         elapsed = time.perf_counter() - start
-        metrics.outcome[record.outcome].inc()
-        metrics.latency.observe(elapsed)
+        metrics.reviews.count(record.outcome, elapsed)
         if state.review_log is not None:
             state.review_log.write(record, elapsed)
         return Response(payload, status_code=status, media_type="application/json")
