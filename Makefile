@@ -22,7 +22,7 @@ help:
 	@echo "make test      the test suite"
 	@echo "make validate  render and validate every cluster, write pod previews to previews/"
 	@echo "make lint      ruff"
-	@echo "make bench     benchmarks (figures, not pass/fail); needs wrk and hey"
+	@echo "make bench     benchmarks (figures, not pass/fail); needs wrk and hey (and valgrind for instruction counts)"
 	@echo "make setup     create .venv and install .[dev] (done by the targets above)"
 
 # A second run is a no-op unless pyproject.toml changed.
@@ -67,6 +67,8 @@ bench: $(call STAMP,dev)
 	  exit 2; }
 	$(BIN)/python bench/engine.py
 	$(BIN)/python bench/webhook_http.py --seconds 5 --repeat 3
+	@if command -v valgrind >/dev/null 2>&1; then $(BIN)/python bench/webhook_instructions.py; \
+	  else echo "skipping bench/webhook_instructions.py: valgrind not found (Debian: apt-get install valgrind)"; fi
 	$(BIN)/python bench/webhook_limits.py
 	$(BIN)/python bench/validate.py
 
