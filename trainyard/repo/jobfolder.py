@@ -45,6 +45,7 @@ from trainyard.contract.k8s import (
 )
 from trainyard.repo import rawyaml
 from trainyard.repo.problems import Problem, error
+from trainyard.repo.rendered import tree_copy
 from trainyard.repo.repository import Repository, kustomization_file
 
 # A Secret's data may hold at most 1 MiB (kubernetes/api@v0.36.3:core/v1/types.go MaxSecretSize); no
@@ -466,7 +467,6 @@ def locate_patch_failure(repo: Repository, folder: Path) -> list[Problem]:
     with its file and line, found by applying the folder's patches (in kustomization order) to the
     objects they target: those of its job bases (built with kustomize) and of its own resource
     files. Empty when the folder is not of that shape (sub-kustomizations) or every patch applies."""
-    import copy
 
     import jsonpatch
 
@@ -515,7 +515,7 @@ def locate_patch_failure(repo: Repository, folder: Path) -> list[Problem]:
                                      f"{(obj.get('metadata') or {}).get('name')}: {why}"))  # fmt: skip
                     return out
                 obj.clear()
-                obj.update(copy.deepcopy(patched))
+                obj.update(tree_copy(patched))
     return out
 
 

@@ -52,7 +52,6 @@ patch with the jsonpatch library, and compares the pod with the engine's.
 
 from __future__ import annotations
 
-import copy
 import json
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -76,6 +75,7 @@ from trainyard.contract.networks import RESERVED_INTERFACES
 from trainyard.contract.quantity import QuantityError, parse_quantity
 from trainyard.repo import cluster_facts
 from trainyard.repo.cel_runtime import string_literal_end
+from trainyard.repo.rendered import tree_copy
 from webhook.policy import CompiledProfile, PolicySet
 
 API_VERSION = "admissionregistration.k8s.io/v1"
@@ -818,7 +818,7 @@ def normalise(pod: dict) -> dict:
             return [strip(v) for v in value if v is not None]
         return value
 
-    out = strip(copy.deepcopy(pod))
+    out = strip(pod)  # a new container for every one of the pod's: a copy
     assert isinstance(out, dict)
     spec = out.get("spec") if isinstance(out.get("spec"), dict) else {}
     for group in ("containers", "initContainers"):
@@ -926,7 +926,7 @@ class Harness:
             "namespace": namespace or "",
             "kind": {"group": "", "version": "v1", "kind": "Pod"},
         }
-        out = Outcome(copy.deepcopy(pod), None, [])
+        out = Outcome(tree_copy(pod), None, [])
         for p in self.policies:
             data = {
                 "object": out.pod,
@@ -1002,7 +1002,7 @@ def compare(harness: Harness, policies: PolicySet, pod: dict, namespace: str | N
         return Comparison(None, outcome.pod, [REFUSAL], outcome.profile)
     if decision.action == "skip":
         return Comparison(pod, outcome.pod, [], outcome.profile)
-    engine_pod = jsonpatch.apply_patch(copy.deepcopy(pod), decision.mutation.ops)
+    engine_pod = jsonpatch.apply_patch(tree_copy(pod), decision.mutation.ops, in_place=True)
     excluded = limits_hit(pod, decision.profile)
     return Comparison(engine_pod, outcome.pod, excluded, outcome.profile)
 

@@ -33,7 +33,6 @@ opinion", and ``allowed()`` is then false.
 
 from __future__ import annotations
 
-import copy
 import uuid
 import weakref
 from collections.abc import Iterable, Mapping
@@ -46,6 +45,7 @@ import yaml
 
 from trainyard.contract.errors import UserError
 from trainyard.repo.cel_runtime import CelEvalError, Member, Program, Runtime, inline_variables
+from trainyard.repo.rendered import tree_copy
 
 POLICY_FILE = Path("base/webhook/validating-admission-policy.yaml")
 POLICY_KIND = "ValidatingAdmissionPolicy"
@@ -568,7 +568,7 @@ def load_policy(path: str | Path | None = None) -> dict:
         from trainyard.repo.repository import find_root
 
         path = find_root() / POLICY_FILE
-    return copy.deepcopy(_load_policy_file(str(path)))
+    return tree_copy(_load_policy_file(str(path)))
 
 
 @lru_cache(maxsize=8)

@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
-import copy
 import os
 import secrets
 import signal
@@ -58,6 +57,7 @@ from trainyard.contract.argv import split_passthrough
 from trainyard.contract.errors import EXIT_INTERRUPTED, UserError
 from trainyard.contract.names import KUEUE_TOPOLOGY_GATE, SHM_VOLUME, TRAINER_REPOSITORY
 from trainyard.repo import cluster_facts, jobset, mutating_policy, preview, repository, schema, validate, vap
+from trainyard.repo.rendered import tree_copy
 from trainyard.sandbox.localpods import LocalCluster, LocalPod
 from trainyard.sandbox.processes import training_workers
 from trainyard.sandbox.webhook_process import LocalWebhook
@@ -402,7 +402,7 @@ def job_pods(
 ) -> tuple[list[dict], options.TrainConfig]:
     """The pods the job's controllers create (as the previews expanded them), with the demo's
     overrides, and the trainer's configuration as its own parser reads their arguments."""
-    pods = [copy.deepcopy(p.before) for p in jp.pods]
+    pods = [tree_copy(p.before) for p in jp.pods]
     extra = []
     if args.max_steps is not None:
         extra += ["--max-steps", str(args.max_steps)]
