@@ -86,6 +86,24 @@ def one(template_: bytes, job: int = 0, pod: int = 0) -> bytes:
     return body.replace(POD.encode(), b"%04x" % pod).replace(SHAPE.encode(), b"")
 
 
+def wrk_script(folder: Path, template_file: Path, pods: int, own_shape: bool) -> Path:
+    """The wrk script of one request stream: ``pods`` pods per job, a shape of each job's own or not."""
+    script = folder / f"post-{pods}-{own_shape}.lua"
+    script.write_text(
+        WRK_LUA.replace("{template}", str(template_file))
+        .replace("{pods}", str(pods))
+        .replace("{shape}", str(own_shape).lower())
+    )
+    return script
+
+
+def canned_response(template_: bytes) -> bytes:
+    """The floor's answer: the webhook's own response to the stream's first request."""
+    status, canned, _ = review(one(template_), load_policies(ROOT / "policies"), "roce")
+    assert status == 200
+    return canned
+
+
 @dataclass
 class Run:
     server: str
@@ -171,23 +189,14 @@ def main() -> int:
         (tmpdir / "template.json").write_bytes(template_ := template(pod))
         body = one(template_)
         (tmpdir / "body.json").write_bytes(body)
-        status, canned, _ = review(body, load_policies(ROOT / "policies"), "roce")
-        assert status == 200
-        (tmpdir / "response.json").write_bytes(canned)
+        (tmpdir / "response.json").write_bytes(canned := canned_response(template_))
         # (pods per job, a shape of each job's own): the rows' request streams
         variants = {
             (args.pods_per_job, False): "",
             (1, False): ", a new job per pod",
             (1, True): ", a new shape per pod",
         }
-        scripts = {}
-        for pods, own_shape in variants:
-            scripts[pods, own_shape] = tmpdir / f"post-{pods}-{own_shape}.lua"
-            scripts[pods, own_shape].write_text(
-                WRK_LUA.replace("{template}", str(tmpdir / "template.json"))
-                .replace("{pods}", str(pods))
-                .replace("{shape}", str(own_shape).lower())
-            )
+        scripts = {variant: wrk_script(tmpdir, tmpdir / "template.json", *variant) for variant in variants}
         common = dict(policies=ROOT / "policies", tls=tmpdir / "tls", ca=tmpdir / "tls" / "ca.crt", profile="roce")
         floor = LocalWebhook(
             **common,

@@ -32,12 +32,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from results import publish  # noqa: E402
-from webhook_http import WRK_LUA, one, template  # noqa: E402
+from webhook_http import canned_response, template, wrk_script  # noqa: E402
 
 from trainyard.sandbox.webhook_process import LocalWebhook  # noqa: E402
 from webhook.certs import generate  # noqa: E402
-from webhook.policy import load_policies  # noqa: E402
-from webhook.review import review  # noqa: E402
 
 SERVER_CPU, LOAD_CPU = 0, 1
 STREAMS = {"8 pods per job": (8, False), "a new job per pod": (1, False), "a new shape per pod": (1, True)}
@@ -100,17 +98,8 @@ def main() -> int:
         generate(tmpdir / "tls")
         pod = yaml.safe_load((ROOT / "examples" / "pods" / args.pod).read_text())
         (tmpdir / "template.json").write_bytes(template_ := template(pod))
-        status, canned, _ = review(one(template_), load_policies(ROOT / "policies"), "roce")
-        assert status == 200
-        (tmpdir / "response.json").write_bytes(canned)
-        scripts = {}
-        for label, (pods, own_shape) in STREAMS.items():
-            scripts[label] = tmpdir / f"post-{pods}-{own_shape}.lua"
-            scripts[label].write_text(
-                WRK_LUA.replace("{template}", str(tmpdir / "template.json"))
-                .replace("{pods}", str(pods))
-                .replace("{shape}", str(own_shape).lower())
-            )
+        (tmpdir / "response.json").write_bytes(canned_response(template_))
+        scripts = {label: wrk_script(tmpdir, tmpdir / "template.json", *stream) for label, stream in STREAMS.items()}
         tls = tmpdir / "tls"
         common = dict(policies=ROOT / "policies", tls=tls, ca=tls / "ca.crt", profile="roce", cpus={SERVER_CPU})
         commands = {

@@ -3,10 +3,11 @@
 A review appends its record, its time and its duration to a list (no serialisation, no
 logging-module record, no write call: about 0.2 us); a background thread turns the list into
 lines (one orjson dump each, in a tight loop, where the code and data stay in cache) and writes
-them to stderr every ``interval`` seconds, when ``max_lines`` are waiting, and at shutdown. The
-event loop never waits on a write. A process killed with SIGKILL loses at most ``interval``
-seconds of lines; a SIGTERM loses none. The lines have the fields of the other log lines (ts,
-level, logger), see server.JsonFormatter.
+them to stderr every ``interval`` seconds and at shutdown. Only when ``max_lines`` are waiting
+(reviews faster than one server answers, over 20,000 a second) does the review that fills the
+list flush it itself, waiting for a flush under way: that keeps the list bounded. A process
+killed with SIGKILL loses at most ``interval`` seconds of lines; a SIGTERM loses none. The lines
+have the fields of the other log lines (ts, level, logger), see server.JsonFormatter.
 """
 
 from __future__ import annotations
