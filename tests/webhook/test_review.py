@@ -140,6 +140,15 @@ def test_a_body_of_too_many_json_values_is_refused_before_parsing(policies):
     assert status == 400 and "JSON values, more than the 100,000 a review may" in out["error"]
 
 
+def test_the_value_count_runs_on_every_body_that_could_exceed_it(policies):
+    """A body of at most MAX_JSON_VALUES bytes cannot hold more values, so it is parsed without a
+    count; one byte more and a body of nothing but separators is refused by the count."""
+    status, out = answer(policies, b"," * 100_000)
+    assert status == 400 and "not JSON" in out["error"]
+    status, out = answer(policies, b"," * 100_001)
+    assert status == 400 and "100,001 JSON values, more than the 100,000" in out["error"]
+
+
 def test_json_nested_past_orjsons_depth_is_400(policies):
     status, out = answer(policies, b"[" * 2000 + b"]" * 2000)
     assert status == 400 and "not JSON" in out["error"]
