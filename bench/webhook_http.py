@@ -46,7 +46,9 @@ SERVER_CPU, LOAD_CPU = 0, 1
 # Each request is a pod of its own, as kube-apiserver sends them: a new uid and pod name, and the
 # job label of the job it belongs to; a job has {pods} pods (so {pods} consecutive requests share
 # a job, and a shape; in the row with a shape of each job's own, the first container's name has
-# the job's number too). Fixed-width fields keep every body of a row the same size.
+# the job's number too; in the row with a rank per pod, the RANK env of a v1 PyTorchJob's pod is the
+# pod's index, as the Training Operator sets it, else 1). Fixed-width fields keep every body of a row
+# the same size.
 WRK_LUA = """
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
@@ -57,11 +59,12 @@ request = function()
   local body = template:gsub("@UID@", string.format("%08x-0000-4000-8000-%012x", job, n))
     :gsub("@JOB@", string.format("%08x", job)):gsub("@POD@", string.format("%04x", n % {pods}))
     :gsub("@SHAPE@", {shape} and string.format("-%08x", job) or "")
+    :gsub("@RANK@", {rank} and string.format("%d", n % {pods} % 10) or "1")
   n = n + 1
   return wrk.format(nil, nil, nil, body)
 end
 """
-UID, JOB, POD, SHAPE = "@UID@", "@JOB@", "@POD@", "@SHAPE@"
+UID, JOB, POD, SHAPE, RANK = "@UID@", "@JOB@", "@POD@", "@SHAPE@", "@RANK@"
 
 
 def template(pod: dict) -> bytes:
@@ -73,6 +76,7 @@ def template(pod: dict) -> bytes:
     pod["metadata"].update(name=f"bench-{JOB}-worker-{POD}", labels=labels)
     first = dict(pod["spec"]["containers"][0])
     first["name"] += SHAPE  # a container name of the job's own in the row where no two jobs share a shape
+    first["env"] = [dict(e, value=RANK) if e.get("name") == "RANK" else e for e in first.get("env") or []]
     pod["spec"] = dict(pod["spec"], containers=[first, *pod["spec"]["containers"][1:]])
     review_ = admission_review(pod, pod["metadata"].get("namespace", "default"))
     review_["request"].update(uid=UID, name=pod["metadata"]["name"])
@@ -83,16 +87,18 @@ def one(template_: bytes, job: int = 0, pod: int = 0) -> bytes:
     """The body the Lua script sends as request number ``pod`` of job ``job``."""
     uid = f"{job:08x}-0000-4000-8000-{pod:012x}".encode()
     body = template_.replace(UID.encode(), uid).replace(JOB.encode(), b"%08x" % job)
-    return body.replace(POD.encode(), b"%04x" % pod).replace(SHAPE.encode(), b"")
+    return body.replace(POD.encode(), b"%04x" % pod).replace(SHAPE.encode(), b"").replace(RANK.encode(), b"1")
 
 
-def wrk_script(folder: Path, template_file: Path, pods: int, own_shape: bool) -> Path:
-    """The wrk script of one request stream: ``pods`` pods per job, a shape of each job's own or not."""
-    script = folder / f"post-{pods}-{own_shape}.lua"
+def wrk_script(folder: Path, template_file: Path, pods: int, own_shape: bool, rank: bool = False) -> Path:
+    """The wrk script of one request stream: ``pods`` pods per job, a shape of each job's own or
+    not, the RANK env the pod's index or not."""
+    script = folder / f"post-{pods}-{own_shape}-{rank}.lua"
     script.write_text(
         WRK_LUA.replace("{template}", str(template_file))
         .replace("{pods}", str(pods))
         .replace("{shape}", str(own_shape).lower())
+        .replace("{rank}", str(rank).lower())
     )
     return script
 
@@ -190,11 +196,12 @@ def main() -> int:
         body = one(template_)
         (tmpdir / "body.json").write_bytes(body)
         (tmpdir / "response.json").write_bytes(canned := canned_response(template_))
-        # (pods per job, a shape of each job's own): the rows' request streams
+        # (pods per job, a shape of each job's own, RANK per pod): the rows' request streams
         variants = {
-            (args.pods_per_job, False): "",
-            (1, False): ", a new job per pod",
-            (1, True): ", a new shape per pod",
+            (args.pods_per_job, False, False): "",
+            (args.pods_per_job, False, True): ", RANK per pod",
+            (1, False, False): ", a new job per pod",
+            (1, True, False): ", a new shape per pod",
         }
         scripts = {variant: wrk_script(tmpdir, tmpdir / "template.json", *variant) for variant in variants}
         common = dict(policies=ROOT / "policies", tls=tmpdir / "tls", ca=tmpdir / "tls" / "ca.crt", profile="roce")
@@ -208,8 +215,8 @@ def main() -> int:
         rest = {name: rss_bytes(s.proc.pid) / 2**20 for name, s in servers.items()}
         runs: list[Run] = []
         try:
-            wrk_loads = [(int(x), (args.pods_per_job, False)) for x in args.concurrency.split(",")]
-            wrk_loads += [(8, (1, False)), (8, (1, True))]
+            wrk_loads = [(int(x), (args.pods_per_job, False, False)) for x in args.concurrency.split(",")]
+            wrk_loads += [(8, variant) for variant in list(variants)[1:]]
             for c, variant in wrk_loads:
                 for name, server in [*servers.items()] * args.repeat:
                     cmd = ["wrk", "-t1", f"-c{c}", f"-d{args.seconds}s", "--latency", "-s", str(scripts[variant])]
@@ -263,9 +270,10 @@ def render(runs: list[Run], rest: dict[str, float], args: argparse.Namespace, re
     lines = [
         f"Webhook vs floor over HTTPS (TLS 1.3, keep-alive), each server on one core, "
         f"{args.seconds} s per run{repeat}, request {request} B ({args.pod}), response {response} B. wrk sends each "
-        f"request as a pod of its own (new uid and name), {args.pods_per_job} pods per job (the last rows: every "
-        "pod of a new job; every pod of a new job whose first container has a name of its own, so no two "
-        "pods share a shape); hey sends one body at a fixed rate.",
+        f"request as a pod of its own (new uid and name), {args.pods_per_job} pods per job (the next rows: the "
+        "RANK env of each pod its index, as the v1 Training Operator sets it; every pod of a new job; every pod "
+        "of a new job whose first container has a name of its own, so no two pods share a shape); hey sends one "
+        "body at a fixed rate.",
         "",
         "| load | floor req/s | webhook req/s | ratio | floor p50 / p99 ms | webhook p50 / p99 ms | p99 ratio "
         "| webhook peak RSS MiB | errors |",

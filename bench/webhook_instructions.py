@@ -3,8 +3,8 @@
 bench/webhook_http.py measures time, and on a shared machine one run's throughput can be off by a
 quarter. This script counts what each server executes per request instead: both run under
 callgrind (instrumentation switched on only once the server is up and warm), wrk sends the same
-request streams as webhook_http.py's (8 connections; 8 pods per job, a new job per pod, a new
-shape per pod), and the instructions executed while wrk ran, divided by the requests it got
+request streams as webhook_http.py's (8 connections; 8 pods per job, the same with the RANK env of
+each pod its index, a new job per pod, a new shape per pod), and the instructions executed while wrk ran, divided by the requests it got
 answered, give a figure that repeats to within a percent whatever else the machine does. The
 floor's count over the webhook's is the throughput ratio the two would have if time followed
 instructions; the difference is trainyard's own cost per review.
@@ -38,7 +38,12 @@ from trainyard.sandbox.webhook_process import LocalWebhook  # noqa: E402
 from webhook.certs import generate  # noqa: E402
 
 SERVER_CPU, LOAD_CPU = 0, 1
-STREAMS = {"8 pods per job": (8, False), "a new job per pod": (1, False), "a new shape per pod": (1, True)}
+STREAMS = {
+    "8 pods per job": (8, False, False),
+    "8 pods per job, RANK per pod": (8, False, True),
+    "a new job per pod": (1, False, False),
+    "a new shape per pod": (1, True, False),
+}
 
 
 def wrk(base: str, script: Path, seconds: int) -> int:
@@ -86,7 +91,11 @@ def main() -> int:
     parser.add_argument("--seconds", type=int, default=15, help="counted wrk run per stream (default 15)")
     parser.add_argument("--pod", default="pytorchjob-worker.yaml", help="example pod to send (examples/pods/)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "webhook_instructions.md"))
+    parser.add_argument(
+        "--stream", action="append", choices=list(STREAMS), help="count only these streams (default all)"
+    )
     args = parser.parse_args()
+    streams = {label: STREAMS[label] for label in args.stream or STREAMS}
     missing = [tool for tool in ("valgrind", "callgrind_control", "wrk") if shutil.which(tool) is None]
     if missing:
         print(f"error: {', '.join(missing)} not found; on Debian: apt-get install valgrind wrk", file=sys.stderr)
@@ -99,7 +108,7 @@ def main() -> int:
         pod = yaml.safe_load((ROOT / "examples" / "pods" / args.pod).read_text())
         (tmpdir / "template.json").write_bytes(template_ := template(pod))
         (tmpdir / "response.json").write_bytes(canned_response(template_))
-        scripts = {label: wrk_script(tmpdir, tmpdir / "template.json", *stream) for label, stream in STREAMS.items()}
+        scripts = {label: wrk_script(tmpdir, tmpdir / "template.json", *stream) for label, stream in streams.items()}
         tls = tmpdir / "tls"
         common = dict(policies=ROOT / "policies", tls=tls, ca=tls / "ca.crt", profile="roce", cpus={SERVER_CPU})
         commands = {
@@ -125,7 +134,7 @@ def main() -> int:
                 results[name, label] = instructions / requests
                 print(f"{name:8} {label:20} {instructions / requests / 1000:8.1f} k instructions per request "
                       f"({requests} requests)", flush=True)  # fmt: skip
-        for label in STREAMS:
+        for label in streams:
             floor, hook = results["floor", label], results["webhook", label]
             rows.append(f"| {label} | {floor / 1000:.0f} k | {hook / 1000:.0f} k | {(hook - floor) / 1000:.0f} k "
                         f"| {floor / hook:.2f} |")  # fmt: skip

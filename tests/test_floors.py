@@ -27,7 +27,7 @@ TOP = 4
 
 # The third-party packages each floor-1 package may import: what its extra installs (pyproject.toml).
 THIRD_PARTY = {
-    "webhook": {"fastapi", "starlette", "uvicorn", "uvloop", "orjson", "pydantic", "yaml", "jsonpatch",
+    "webhook": {"fastapi", "starlette", "uvicorn", "uvloop", "orjson", "msgspec", "pydantic", "yaml", "jsonpatch",
                 "prometheus_client", "cryptography"},
     "trainer": {"torch", "numpy"},
 }  # fmt: skip

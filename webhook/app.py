@@ -22,7 +22,6 @@ from fastapi import FastAPI, Request, Response
 from webhook.metrics import Metrics
 from webhook.plans import Plans, for_policies
 from webhook.policy import PolicySet
-from webhook.review import review
 from webhook.reviewlog import ReviewLog
 from webhook.tls import CertStore
 
@@ -160,7 +159,7 @@ def create_app(state: State, request_timeout: float = 10.0) -> FastAPI:
                 if policies is None:
                     return _error(503, "no policies loaded")
                 state.plans = plans = for_policies(state.plans, policies, state.default)
-                status, payload, record = review(body, policies, state.default, plans)
+                status, payload, record = plans.review(body)
             finally:
                 state.bodies.give(len(body))
         finally:

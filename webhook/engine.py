@@ -260,8 +260,10 @@ def admit(pod: object, policies: PolicySet, default: str, namespace: str | None)
 # Shape: everything the rules read
 
 
-# The pod-level fields the rules read; the containers are projected by :func:`_container_shape`.
-_SPEC_READ = (
+# What the rules read: these pod-level fields (the containers projected by :func:`_container_shape`),
+# these annotations and labels, and the value of an env entry named as :func:`env_value_read` says.
+# webhook/quick.py keys kept answers by the same sets.
+SPEC_READ = (
     "containers",
     "initContainers",
     "volumes",
@@ -270,8 +272,8 @@ _SPEC_READ = (
     "topologySpreadConstraints",
     "schedulingGates",
 )
-_ANNOTATIONS_READ = (MIRROR_ANNOTATION, OPT_OUT_ANNOTATION, netann.ANNOTATION)
-_LABELS_READ = (FABRIC_LABEL, *JOB_LABELS)
+ANNOTATIONS_READ = (MIRROR_ANNOTATION, OPT_OUT_ANNOTATION, netann.ANNOTATION)
+LABELS_READ = (FABRIC_LABEL, *JOB_LABELS)
 
 
 def env_values_read(policies: PolicySet) -> frozenset[str]:
@@ -279,6 +281,14 @@ def env_values_read(policies: PolicySet) -> frozenset[str]:
     (linted): what a profile enforces, and the TRAINYARD_* the engine sets."""
     enforced = {name for p in policies.profiles.values() for name, _, on in p.env_plan if on}
     return frozenset(enforced | {ENV_FABRIC, ENV_EXPECT_TRANSPORT, ENV_SHM_BYTES})
+
+
+ENV_VALUES_READ_PREFIX = "NCCL_"  # every NCCL_* is linted
+
+
+def env_value_read(name: str, values_read: frozenset[str]) -> bool:
+    """Whether the rules read the value of env ``name`` (else only that it is there, and where)."""
+    return name in values_read or name.startswith(ENV_VALUES_READ_PREFIX)
 
 
 def _subset(mapping: object, keys: tuple[str, ...]) -> object:
@@ -294,7 +304,7 @@ def _env_shape(env: object, values_read: frozenset[str]) -> object:
         name = e.get("name") if isinstance(e, dict) else None
         if not isinstance(name, str):
             out.append(0)  # holds an index, nothing else is read
-        elif name in values_read or name.startswith("NCCL_"):
+        elif env_value_read(name, values_read):
             out.append([name, e.get("value"), e.get("valueFrom") is not None])
         else:
             out.append(name)
@@ -321,7 +331,7 @@ def shape(pod: object, namespace: str | None, values_read: frozenset[str]) -> li
         return None
     meta = meta if isinstance(meta, dict) else {}
     projected: dict = {}
-    for key in _SPEC_READ:
+    for key in SPEC_READ:
         if key in spec:
             value = spec[key]
             if key in ("containers", "initContainers") and isinstance(value, list):
@@ -329,8 +339,8 @@ def shape(pod: object, namespace: str | None, values_read: frozenset[str]) -> li
             projected[key] = value
     return [
         namespace or meta.get("namespace"),
-        _subset(meta.get("annotations"), _ANNOTATIONS_READ),
-        _subset(meta.get("labels"), _LABELS_READ),
+        _subset(meta.get("annotations"), ANNOTATIONS_READ),
+        _subset(meta.get("labels"), LABELS_READ),
         projected,
     ]
 
@@ -378,7 +388,11 @@ def job_of(labels: object) -> tuple[str, str] | None:
     on that to share one answer among jobs)."""
     if not isinstance(labels, dict):
         return None
-    return next(((key, labels[key]) for key in JOB_LABELS if isinstance(labels.get(key), str) and labels[key]), None)
+    for key in JOB_LABELS:
+        value = labels.get(key)
+        if isinstance(value, str) and value:
+            return key, value
+    return None
 
 
 def _placed_by_kueue(spec: dict) -> bool:

@@ -35,9 +35,11 @@ from dataclasses import dataclass
 import orjson
 
 from trainyard.contract.names import JOB_LABELS
+from webhook import quick
 from webhook.engine import env_values_read, job_of, shape
 from webhook.policy import PolicySet
-from webhook.review import MAX_PATCH_BYTES, Answer, decide
+from webhook.quick import JOB_PLACEHOLDER
+from webhook.review import MAX_PATCH_BYTES, Answer, Record, decide, review
 
 MAX_PLANS = 1024
 MAX_PLAN_BYTES = 8 * 1024 * 1024
@@ -45,9 +47,6 @@ MAX_SHAPE_BYTES = 64 * 1024
 MAX_ENTRY_BYTES = 256 * 1024  # a shape and its response (a 1 MiB patch is 1.4 MiB of base64)
 RENDERED = 32  # answers rendered for the latest jobs, each at most RENDERED_BYTES (512 KiB in all)
 RENDERED_BYTES = 16 * 1024
-# Stands for the job's name in a shared answer; a label value cannot hold '/', so no real job has
-# it (a hostile pod that writes it anyway is checked for, and kept under its own shape).
-JOB_PLACEHOLDER = "trainyard.dev/plans/job-name"
 _PLACEHOLDER = JOB_PLACEHOLDER.encode()
 _PLACEHOLDER_JSON = orjson.dumps(JOB_PLACEHOLDER)
 
@@ -95,6 +94,7 @@ class JobAnswer:
 
 
 _NOT_SHARED = object()  # kept for a job shape whose answer cannot be shared: key the pod as it is
+_RENDER_FAILED = object()  # a shared answer whose patch is over the limit with one job's name
 
 
 class Plans:
@@ -114,27 +114,93 @@ class Plans:
     def __call__(self, pod: dict, policies: PolicySet, default: str, namespace: str | None) -> Answer:
         if policies is not self.policies or default != self.default:
             raise ValueError("these plans belong to another policy set")  # the caller's bug
+        return self._decide(pod, namespace)[0]
+
+    def review(self, body: bytes) -> tuple[int, bytes, Record]:
+        """HTTP status, response body and record for one POST /mutate body, as
+        :func:`webhook.review.review` with these plans gives them; a pod whose answer is kept is
+        answered from the body read for its key (:mod:`webhook.quick`), not parsed into objects."""
+        q = quick.read(body, self.values_read)
+        if q is None:
+            return review(body, self.policies, self.default, self)
+        missed: list[tuple[bytes, bool]] = []  # the keys to keep the answer under, and if shared
+        for projected in (False, True):
+            answer = self._quick(q, projected, missed)
+            if answer is not None:
+                self.hits += 1
+                return 200, *q.answer(answer)
+        return self._review_keeping(body, q, missed)
+
+    def _quick(self, q: quick.Quick, projected: bool, missed: list[tuple[bytes, bool]]) -> Answer | None:
+        """The answer kept under ``q``'s keys, as sent or ``projected``; None, with the keys it
+        missed added to ``missed``."""
+        key = q.key(projected, shared=True)
+        if key is not None:
+            entry = self._find(key)
+            if entry is None:
+                missed.append((key, True))
+                return None
+            if entry is not _NOT_SHARED and q.name_json not in key:  # the key's other checks held when kept
+                answer = self._job_answer(entry, q.name_json)
+                if answer is not None:
+                    return answer
+                return None  # over the patch limit with this job's name: the full path decides
+        key = q.key(projected, shared=False)
+        if key is None:
+            return None
+        entry = self._find(key)
+        if entry is None:
+            missed.append((key, False))
+            return None
+        return entry
+
+    def _review_keeping(
+        self, body: bytes, q: quick.Quick, missed: list[tuple[bytes, bool]]
+    ) -> tuple[int, bytes, Record]:
+        """The full path's review of ``body``; its answer kept under the keys ``missed``: the entry
+        its job shares (a shared key) or the pod's own answer."""
+        decided: list[tuple[Answer, object]] = []
+
+        def decider(pod: dict, policies: PolicySet, default: str, namespace: str | None) -> Answer:
+            decided.append(self._decide(pod, namespace))
+            return decided[-1][0]
+
+        status, payload, record = review(body, self.policies, self.default, decider)
+        if decided and record.outcome == decided[0][0].outcome:
+            answer, entry = decided[0]
+            for key, shared in missed:
+                if len(key) > MAX_SHAPE_BYTES:
+                    continue
+                if not shared:
+                    self._keep(key, answer)
+                elif entry is not _RENDER_FAILED:
+                    self._keep(key, entry if entry is not None and q.shareable(key) else _NOT_SHARED)
+        return status, payload, record
+
+    def _decide(self, pod: dict, namespace: str | None) -> tuple[Answer, object]:
+        """The pod's answer, and the entry its job shares it through (None: not shared;
+        _RENDER_FAILED: shared, but over the patch limit with this job's name)."""
         meta = pod.get("metadata")
         job = job_of(meta.get("labels")) if isinstance(meta, dict) else None
         if job is not None:
-            answer = self._for_job(pod, policies, default, namespace, job[1])
-            if answer is not None:
-                return answer
+            found = self._for_job(pod, namespace, job[1])
+            if found is not None:
+                return found
         key = self._key(pod, namespace)
         if key is None:
-            return decide(pod, policies, default, namespace)
+            return decide(pod, self.policies, self.default, namespace), None
         answer = self._find(key)
         if answer is not None:
             self.hits += 1
-            return answer
+            return answer, None
         self.misses += 1
-        answer = decide(pod, policies, default, namespace)
+        answer = decide(pod, self.policies, self.default, namespace)
         self._keep(key, answer)
-        return answer
+        return answer, None
 
-    def _for_job(self, pod: dict, policies: PolicySet, default: str, namespace: str | None, name: str) -> Answer | None:
-        """The pod's answer through the answer its job shape shares; None: key the pod as it is
-        (which counts its hit or miss)."""
+    def _for_job(self, pod: dict, namespace: str | None, name: str) -> tuple[Answer, object] | None:
+        """The pod's answer through the answer its job shape shares, and that entry; None: key the
+        pod as it is (which counts its hit or miss)."""
         try:
             name_json = orjson.dumps(name)
         except orjson.JSONEncodeError:
@@ -153,7 +219,7 @@ class Plans:
         key = b"J" + key  # never a pod's own shape (those start with '[')
         entry = self._find(key)
         if entry is None:
-            entry = JobAnswer.of(decide(placeholder_pod, policies, default, namespace)) or _NOT_SHARED
+            entry = JobAnswer.of(decide(placeholder_pod, self.policies, self.default, namespace)) or _NOT_SHARED
             self._keep(key, entry)
             if entry is not _NOT_SHARED:
                 self.misses += 1
@@ -161,15 +227,21 @@ class Plans:
             self.hits += 1
         if entry is _NOT_SHARED:
             return None
+        answer = self._job_answer(entry, name_json)
+        if answer is None:
+            return decide(pod, self.policies, self.default, namespace), _RENDER_FAILED
+        return answer, entry
+
+    def _job_answer(self, entry: Answer | JobAnswer, name_json: bytes) -> Answer | None:
+        """The answer a job shape shares, for the job whose name serialises to ``name_json``; None
+        when its patch would be over the limit (the engine denies that pod)."""
         if isinstance(entry, Answer):
             return entry
         rendered = self._rendered.get((id(entry), name_json))
         if rendered is not None and rendered[0] is entry:  # held, so its id is not another's
             return rendered[1]  # another pod of a job seen just before
         answer = entry.render(name_json)
-        if answer is None:
-            return decide(pod, policies, default, namespace)
-        if len(answer.tail) <= RENDERED_BYTES:
+        if answer is not None and len(answer.tail) <= RENDERED_BYTES:
             if len(self._rendered) >= RENDERED:
                 del self._rendered[next(iter(self._rendered))]  # the oldest
             self._rendered[id(entry), name_json] = (entry, answer)

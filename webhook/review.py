@@ -14,6 +14,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import msgspec
 import orjson
 
 from webhook.engine import Decision, MutationError, admit
@@ -34,6 +35,10 @@ WARNING_PREFIX = "trainyard: "
 EXCLUDED_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease"})
 
 log = logging.getLogger("trainyard.webhook")
+_decode = msgspec.json.Decoder().decode
+# What msgspec raises for a document it refuses: malformed, or a string (key or value) not UTF-8;
+# nested past Python's recursion limit, a RecursionError besides.
+NOT_JSON = (msgspec.DecodeError, UnicodeDecodeError)
 
 
 class BadReview(ValueError):
@@ -52,6 +57,7 @@ class Record:
     ops: int = 0
     warnings: list[str] = field(default_factory=list)
     reason: str = ""
+    answer: Answer | None = field(default=None, compare=False, repr=False)  # whence the fields above
 
 
 def _warning(text: str) -> str:
@@ -75,6 +81,13 @@ class Answer:
     profile: str = ""
     ops: int = 0
     warnings: tuple[str, ...] = ()
+    # the log line's fields of this answer, serialised once (webhook/reviewlog.py)
+    log: bytes = field(default=b"", init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        fields = {"profile": self.profile, "outcome": self.outcome, "ops": self.ops}
+        fields |= {"warnings": list(self.warnings), "reason": self.reason}
+        object.__setattr__(self, "log", orjson.dumps(fields)[1:-1])
 
     @classmethod
     def of(cls, allowed: bool, outcome: str, extra: dict | None = None, **record: object) -> Answer:
@@ -91,8 +104,7 @@ class Answer:
             self.ops,
             list(self.warnings),
         )
-        if self.profile:
-            record.profile = self.profile
+        record.profile, record.answer = self.profile, self
 
 
 def _answer(uid: str, allowed: bool, **extra: object) -> bytes:
@@ -141,15 +153,22 @@ def admission_review(
 
 def parse_review(body: bytes) -> dict:
     """Parse and check the envelope; return ``request``. Raise BadReview saying what is wrong.
-    orjson refuses documents nested deeper than 1024 levels (since 3.9.15, CVE-2024-27454)."""
+
+    Read with msgspec, as :mod:`webhook.quick` reads the reviews whose answers are kept: one JSON
+    reader, so both take the same documents the same way (duplicate keys: the last wins; numbers
+    out of a double's range refused, integers kept whole; strings checked as UTF-8). msgspec counts
+    nesting against Python's recursion limit: a document nested about a thousand levels deep is
+    refused, as a RecursionError."""
     if len(body) > MAX_JSON_VALUES:  # each counted byte is one value at most: a shorter body needs no count
         values = body.count(b",") + body.count(b"{") + body.count(b"[")
         if values > MAX_JSON_VALUES:
             raise BadReview(f"body holds about {values:,} JSON values, more than the {MAX_JSON_VALUES:,} a review may")
     try:
-        doc = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
+        doc = _decode(body)
+    except NOT_JSON as exc:
         raise BadReview(f"body is not JSON: {exc}") from None
+    except RecursionError:
+        raise BadReview("body is not JSON: nested too deeply") from None
     if not isinstance(doc, dict):
         raise BadReview("body is not a JSON object")
     if doc.get("kind") != KIND or doc.get("apiVersion") != API_VERSION:

@@ -26,10 +26,22 @@ LOGGER = "trainyard.webhook.review"
 CHUNK = 64  # lines serialised (about 0.1 ms with the GIL held) and written at a time
 
 
+def _thousandths(x: float) -> float:
+    """``x`` to three decimals (half up; a third of round(x, 3)'s cost, which the log thread pays
+    per line)."""
+    return int(x * 1000 + 0.5) / 1000
+
+
 def line(ts: float, record: Record, elapsed: float) -> bytes:
+    answer = record.answer
+    if answer is not None:  # the fields from profile to reason serialised once, with the answer
+        head = {"ts": _thousandths(ts), "level": "info", "logger": LOGGER, "uid": record.uid}
+        head["namespace"], head["pod"] = record.namespace, record.pod
+        ms = orjson.dumps(_thousandths(elapsed * 1000))
+        return b"".join((orjson.dumps(head)[:-1], b",", answer.log, b',"ms":', ms, b"}\n"))
     return orjson.dumps(
         {
-            "ts": round(ts, 3),
+            "ts": _thousandths(ts),
             "level": "info",
             "logger": LOGGER,
             "uid": record.uid,
@@ -40,7 +52,7 @@ def line(ts: float, record: Record, elapsed: float) -> bytes:
             "ops": record.ops,
             "warnings": record.warnings,
             "reason": record.reason,
-            "ms": round(elapsed * 1000, 3),
+            "ms": _thousandths(elapsed * 1000),
         },
         option=orjson.OPT_APPEND_NEWLINE,
     )

@@ -4,8 +4,9 @@ import os
 
 import orjson
 
-from webhook.review import Record
-from webhook.reviewlog import ReviewLog
+from tests.webhook.conftest import example, example_names
+from webhook.review import Answer, Record, decide
+from webhook.reviewlog import ReviewLog, line
 
 
 def test_lines_are_batched_and_none_is_lost_at_close(tmp_path):
@@ -32,3 +33,20 @@ def test_a_full_buffer_is_written_at_once(tmp_path):
     log.close()
     os.close(fd)
     assert len(path.read_bytes().splitlines()) == 20
+
+
+def test_a_line_from_an_answers_serialised_fields_is_the_line_from_the_record(policies):
+    """A record filled from an answer logs the answer's fields serialised once: the same bytes as
+    the record's own fields give, whatever the answer."""
+    answers = [decide(example(name), policies, "roce", "ml") for name in example_names()] + [
+        Answer.of(True, "skipped", reason='no "trainer" container', profile="tcp")
+    ]
+    for answer in answers:
+        filled = Record(uid="u-1", namespace="ml", pod="p\u00e9")
+        answer.fill(filled)
+        assert filled.answer is answer
+        plain = Record(**{f: getattr(filled, f) for f in ("outcome", "uid", "namespace", "pod", "profile", "ops")})
+        plain.warnings, plain.reason = list(filled.warnings), filled.reason
+        for ts, elapsed in ((1764000000.1234, 0.0012), (0.0, 0.0), (1.0005, 12.3456789)):
+            assert line(ts, filled, elapsed) == line(ts, plain, elapsed)
+        assert orjson.loads(line(1.0, filled, 0.001))["outcome"] == answer.outcome
