@@ -4,12 +4,12 @@ bench/webhook_http.py measures time, and on a shared machine one run's throughpu
 quarter. This script counts what each server executes per request instead: both run under
 callgrind (instrumentation switched on only once the server is up and warm), wrk sends the same
 request streams as webhook_http.py's (8 connections; 8 pods per job, the same with the RANK env of
-each pod its index, a new job per pod, a new shape per pod), and the instructions executed while wrk ran, divided by the requests it got
-answered, give a figure that repeats to within a percent whatever else the machine does. The
-floor's count over the webhook's is the throughput ratio the two would have if time followed
-instructions; the difference is trainyard's own cost per review.
+each pod its index, a new job per pod, a new shape per pod), and the instructions executed while
+wrk ran, divided by the requests it got answered, give a figure that repeats to within a percent
+whatever else the machine does. The floor's count over the webhook's is the throughput ratio the
+two would have if time followed instructions; the difference is trainyard's own cost per review.
 
-    .venv/bin/python bench/webhook_instructions.py [--seconds 15] [--out bench/results/webhook_instructions.md]
+    .venv/bin/python bench/webhook_instructions.py [--seconds 15] [--stream LABEL ...] [--out FILE]
 
 Needs valgrind (callgrind_control) and wrk. Under callgrind a server runs about 40 times slower.
 """

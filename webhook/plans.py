@@ -4,7 +4,10 @@ The pods of a job differ in their names, their ranks and a few env values, none 
 engine reads; everything it does read (:func:`webhook.engine.shape`) is the same. So the first pod
 of a shape is decided by :func:`webhook.review.decide` (the engine, the patch serialised to
 base64, the response serialised except for its uid) and every later pod of that shape costs a
-projection, one orjson dump and a dictionary lookup; the review only splices in its uid.
+dictionary lookup; the review only splices in its uid. :meth:`Plans.review`, the server's entry,
+finds the answer by keys read from the review's body (:mod:`webhook.quick`), not parsed into
+objects; a review whose keys are not kept yet takes the full path (:func:`webhook.review.review`,
+with the shape projected from the parsed pod), and its answer is kept under those keys too.
 
 Jobs of the same shape share their answer too. A job's name reaches the answer only through the
 topology rules (:func:`webhook.engine.job_of`: ``engine._topology`` writes ``{label: name}`` into
@@ -19,10 +22,11 @@ comparison would tell the two apart) and the answer holds the placeholder only i
 whole JSON strings; a denial is never shared (the patch size limit depends on the name's length).
 Otherwise the pod is kept under its own shape, job name and all.
 
-Bounded: at most :data:`MAX_PLANS` answers holding at most :data:`MAX_PLAN_BYTES` of shapes and
-responses together, least recently used first out; no shape over :data:`MAX_SHAPE_BYTES` and no
-entry over :data:`MAX_ENTRY_BYTES` is kept (such a pod is decided each time, as without plans). A
-hostile client sending pods of ever new shapes costs each review one projection more than it
+Bounded: at most :data:`MAX_PLANS` keys (shapes and body keys) holding at most
+:data:`MAX_PLAN_BYTES` of keys and responses together (an answer kept under several keys counted
+for each), least recently used first out; no key over :data:`MAX_SHAPE_BYTES` and no entry over
+:data:`MAX_ENTRY_BYTES` is kept (such a pod is decided each time, as without plans). A hostile
+client sending pods of ever new shapes costs each review its keys and one projection more than it
 did, and a few MiB of memory at most. Plans belong to one policy set and default profile: a reload starts afresh.
 """
 
@@ -73,7 +77,7 @@ class JobAnswer:
             return None
         a = self.answer
         tail = self.head + base64.b64encode(patch) + self.rest
-        return Answer(tail, a.outcome, a.reason, a.profile, a.ops, a.warnings)
+        return Answer(tail, a.outcome, a.reason, a.profile, a.ops, a.warnings, a.log)
 
     @classmethod
     def of(cls, answer: Answer) -> Answer | JobAnswer | None:

@@ -81,13 +81,15 @@ class Answer:
     profile: str = ""
     ops: int = 0
     warnings: tuple[str, ...] = ()
-    # the log line's fields of this answer, serialised once (webhook/reviewlog.py)
-    log: bytes = field(default=b"", init=False, compare=False, repr=False)
+    # the log line's fields of this answer, serialised once (webhook/reviewlog.py); given, by an
+    # answer made from another with the same fields (webhook/plans.py, a job's name spliced in)
+    log: bytes = field(default=b"", compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        fields = {"profile": self.profile, "outcome": self.outcome, "ops": self.ops}
-        fields |= {"warnings": list(self.warnings), "reason": self.reason}
-        object.__setattr__(self, "log", orjson.dumps(fields)[1:-1])
+        if not self.log:
+            fields = {"profile": self.profile, "outcome": self.outcome, "ops": self.ops}
+            fields |= {"warnings": list(self.warnings), "reason": self.reason}
+            object.__setattr__(self, "log", orjson.dumps(fields)[1:-1])
 
     @classmethod
     def of(cls, allowed: bool, outcome: str, extra: dict | None = None, **record: object) -> Answer:
