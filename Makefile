@@ -67,8 +67,9 @@ bench: $(call STAMP,dev)
 	  exit 2; }
 	$(BIN)/python bench/engine.py
 	$(BIN)/python bench/webhook_http.py --seconds 5 --repeat 3
-	@if command -v valgrind >/dev/null 2>&1; then $(BIN)/python bench/webhook_instructions.py; \
-	  else echo "skipping bench/webhook_instructions.py: valgrind not found (Debian: apt-get install valgrind)"; fi
+	@if command -v valgrind >/dev/null 2>&1; then $(BIN)/python bench/webhook_instructions.py \
+	  && $(BIN)/python bench/review_instructions.py; \
+	  else echo "skipping the instruction counts: valgrind not found (Debian: apt-get install valgrind)"; fi
 	$(BIN)/python bench/webhook_limits.py
 	$(BIN)/python bench/validate.py
 

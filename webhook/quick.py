@@ -24,8 +24,10 @@ Exact, as the full path is:
   so a key found is the same bytes the full path took from an earlier review.
 - Both paths read JSON with msgspec (:func:`webhook.review.parse_review`): the same rules for
   duplicate keys (the last wins), escapes, numbers and nesting.
-- A key holding a backslash is not shared among jobs: an escape could spell the job's name in a
-  way the key's bytes do not show (the pods of one job still share their answer).
+- A key is shared among jobs only if no escape in it could spell the job's name or the
+  placeholder in a way the key's bytes do not show (a ``\\/``, a ``\\uXXXX`` of a letter, digit,
+  '.', '_', '-' or '/'; any backslash at all for a name of other characters); the pods of one job
+  still share their answer.
 
 Anything else (not a Pod CREATE, an excluded namespace, a value of the wrong type, a body over
 :data:`webhook.review.MAX_JSON_VALUES` bytes) returns None: the full path answers it.
@@ -33,6 +35,7 @@ Anything else (not a Pod CREATE, an excluded namespace, a value of the wrong typ
 
 from __future__ import annotations
 
+import re
 from operator import attrgetter
 from typing import Any
 
@@ -172,6 +175,20 @@ _encode = msgspec.json.Encoder().encode
 JOB_PLACEHOLDER = "trainyard.dev/plans/job-name"
 _PLACEHOLDER = JOB_PLACEHOLDER.encode()
 _ANNOTATIONS_READ = frozenset(ANNOTATIONS_READ)
+# A name of these characters (all a Kubernetes label value may hold) can be spelled otherwise in
+# JSON only with \uXXXX escapes of them; the placeholder with those, or with \/ for its '/'.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9._-]+")
+_PLAIN_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-/")
+_UNICODE_ESCAPE = re.compile(rb"\\u([0-9A-Fa-f]{4})")
+
+
+def _hiding_escape(key: bytes) -> bool:
+    """Whether an escape in ``key`` could spell a plain name or the placeholder: a \\/, or a
+    \\uXXXX of one of their characters (a \\" or \\n, or the \\u0026 Go writes for '&', cannot).
+    A backslash escaped itself only makes this say yes more often."""
+    if b"\\/" in key:
+        return True
+    return b"\\u" in key and any(int(h, 16) in _PLAIN_CHARS for h in _UNICODE_ESCAPE.findall(key))
 
 
 class Quick:
@@ -226,7 +243,9 @@ class Quick:
         holds the job's name or the placeholder but the labels replaced, and no escape could spell
         them in a way the bytes do not show."""
         replaced = sum(1 for label in JOB_LABELS if self._labels.get(label) == self._job)
-        return b"\\" not in key and self.name_json not in key and key.count(_PLACEHOLDER) == replaced
+        if self.name_json in key or key.count(_PLACEHOLDER) != replaced:
+            return False
+        return b"\\" not in key or (_PLAIN_NAME.fullmatch(self._job) is not None and not _hiding_escape(key))
 
     def _project(self) -> object:
         spec, values_read = self._spec, self._values_read

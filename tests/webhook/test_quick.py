@@ -243,3 +243,45 @@ def test_duplicate_keys_read_as_the_full_path_reads_them(policies, primed):
     for bad in doubles:
         assert bad != raw
         assert plans.review(bad) == full(bad, policies)
+
+
+def test_escapes_that_cannot_spell_a_name_keep_the_answer_shared(policies, monkeypatch):
+    """A TFJob's TF_CONFIG is JSON in a string (each quote escaped), Go writes '&' as \\u0026:
+    neither can spell a job's name, so the jobs of the shape still share one engine run."""
+    calls, plans = counting(monkeypatch), Plans(policies, DEFAULT)
+    for job in ("tf-a", "tf-b", "tf-c"):
+        p = copy.deepcopy(example("tfjob-chief.yaml"))
+        p["metadata"]["labels"]["training.kubeflow.org/job-name"] = job
+        p["spec"]["containers"][0]["args"] = ["sh", "-c", "train && upload"]
+        raw = orjson.dumps(admission_review(p, namespace="ml")).replace(b"&", b"\\u0026")
+        assert b'\\"cluster\\"' in raw and b"\\u0026" in raw
+        assert plans.review(raw) == full(raw, policies)
+    assert len(calls) == 1 and plans.hits == 2
+
+
+@pytest.mark.parametrize(
+    ("key", "hides"),
+    [
+        (b'["a\\"b"]', False),
+        (b'["a\\nb","\\\\"]', False),
+        (b'["\\u0026\\u003c\\u003e"]', False),
+        (b'["\\u0061"]', True),  # 'a'
+        (b'["\\u002D"]', True),  # '-'
+        (b'["\\u002f"]', True),  # '/'
+        (b'["x\\/y"]', True),
+        (b'["\\\\u0061"]', True),  # a backslash, then the text u0061: said yes, never wrongly no
+    ],
+)
+def test_which_escapes_could_spell_a_name(key, hides):
+    assert quick._hiding_escape(key) is hides
+
+
+def test_a_name_of_other_characters_is_shared_only_without_any_escape(policies):
+    plans = Plans(policies, DEFAULT)
+    for job in ("job one", "job two"):
+        p = copy.deepcopy(example("tfjob-chief.yaml"))
+        p["metadata"]["labels"]["training.kubeflow.org/job-name"] = job
+        raw = orjson.dumps(admission_review(p, namespace="ml"))
+        q = quick.read(raw, plans.values_read)
+        assert not q.shareable(q.key(False, True))
+        assert plans.review(raw) == full(raw, policies)
