@@ -2,7 +2,7 @@
 
 Each figure is what one call of the review path costs (``Plans.review`` and its parts), counted
 by callgrind over two runs of the same process that differ only in the number of calls
-(2,000 and 12,000: the difference, divided by 10,000, leaves out the start-up), with the
+(1,000 and 3,000: the difference, divided by 2,000, leaves out the start-up), with the
 garbage collector off and a fixed hash seed, so that it repeats exactly. The bodies are those
 of bench/webhook_http.py's main stream (pytorchjob-worker.yaml, 8 pods per job, 4 jobs).
 
@@ -116,12 +116,12 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="trainyard-bench-") as tmp:
         for case in CASES:
-            per_call = (count(case, 12_000, Path(tmp)) - count(case, 2_000, Path(tmp))) / 10_000
+            per_call = (count(case, 3_000, Path(tmp)) - count(case, 1_000, Path(tmp))) / 2_000
             rows.append(f"| {case} | {per_call / 1000:.1f} k |")
             print(f"{case:70} {per_call / 1000:8.1f} k instructions", flush=True)
     table = "\n".join(
         [
-            "Instructions per call on the review path, hot (callgrind, 12,000 calls less 2,000, garbage collector "
+            "Instructions per call on the review path, hot (callgrind, 3,000 calls less 1,000, garbage collector "
             "off), bodies of bench/webhook_http.py's main stream; the indented rows are parts of the row above them.",
             "",
             "| call | instructions |",
