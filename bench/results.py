@@ -11,3 +11,8 @@ def publish(table: str, out: str | Path) -> None:
     path.write_text(table if table.endswith("\n") else table + "\n")
     print()
     print(table)
+
+
+def table(caption: str, header: str, align: str, rows: list[str]) -> str:
+    """A caption and a Markdown table of ``rows`` under ``header`` (both '| a | b |' lines)."""
+    return "\n".join([caption, "", header, align, *rows, ""])

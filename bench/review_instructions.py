@@ -111,7 +111,7 @@ def main() -> int:
         print("error: valgrind not found; on Debian: apt-get install valgrind", file=sys.stderr)
         return 2
     sys.path.insert(0, str(ROOT / "bench"))
-    from results import publish
+    import results
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="trainyard-bench-") as tmp:
@@ -119,18 +119,12 @@ def main() -> int:
             per_call = (count(case, 3_000, Path(tmp)) - count(case, 1_000, Path(tmp))) / 2_000
             rows.append(f"| {case} | {per_call / 1000:.1f} k |")
             print(f"{case:70} {per_call / 1000:8.1f} k instructions", flush=True)
-    table = "\n".join(
-        [
-            "Instructions per call on the review path, hot (callgrind, 3,000 calls less 1,000, garbage collector "
-            "off), bodies of bench/webhook_http.py's main stream; the indented rows are parts of the row above them.",
-            "",
-            "| call | instructions |",
-            "|---|---:|",
-            *rows,
-            "",
-        ]
+    caption = (
+        "Instructions per call on the review path, hot (callgrind, 3,000 calls less 1,000, garbage collector off), "
+        'bodies of bench/webhook_http.py\'s main stream; the rows "of which" are parts of the row above them.'
     )
-    publish(table, args.out)
+    table = results.table(caption, "| call | instructions |", "|---|---:|", rows)
+    results.publish(table, args.out)
     return 0
 
 

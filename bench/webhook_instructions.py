@@ -31,7 +31,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from results import publish  # noqa: E402
+import results  # noqa: E402
 from webhook_http import canned_response, template, wrk_script  # noqa: E402
 
 from trainyard.sandbox.webhook_process import LocalWebhook  # noqa: E402
@@ -115,10 +115,10 @@ def main() -> int:
             "floor": [sys.executable, str(ROOT / "bench" / "floor.py"), "--response", str(tmpdir / "response.json")],
             "webhook": [sys.executable, "-m", "trainyard.cli", "serve"],
         }
-        results: dict[tuple[str, str], float] = {}
+        counts: dict[tuple[str, str], float] = {}
         for label, script in scripts.items():  # a fresh server per count: callgrind counts one run cleanly
             for name, command in commands.items():
-                prefix = tmpdir / f"callgrind-{name}-{len(results)}"
+                prefix = tmpdir / f"callgrind-{name}-{len(counts)}"
                 valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={prefix}"]
                 server = LocalWebhook(
                     **common,
@@ -131,26 +131,21 @@ def main() -> int:
                     instructions, requests = counted(server, prefix, script, args.seconds)
                 finally:
                     server.stop()
-                results[name, label] = instructions / requests
+                counts[name, label] = instructions / requests
                 print(f"{name:8} {label:20} {instructions / requests / 1000:8.1f} k instructions per request "
                       f"({requests} requests)", flush=True)  # fmt: skip
         for label in streams:
-            floor, hook = results["floor", label], results["webhook", label]
+            floor, hook = counts["floor", label], counts["webhook", label]
             rows.append(f"| {label} | {floor / 1000:.0f} k | {hook / 1000:.0f} k | {(hook - floor) / 1000:.0f} k "
                         f"| {floor / hook:.2f} |")  # fmt: skip
-    table = "\n".join(
-        [
-            f"Instructions per request under callgrind (`valgrind --tool=callgrind`), wrk with 8 keep-alive "
-            f"connections over TLS for {args.seconds} s per stream, request from {args.pod}; counted only while wrk "
-            "ran, after a warm-up.",
-            "",
-            "| requests | floor | webhook | trainyard's own | floor / webhook |",
-            "|---|---:|---:|---:|---:|",
-            *rows,
-            "",
-        ]
+    caption = (
+        f"Instructions per request under callgrind (`valgrind --tool=callgrind`), wrk with 8 keep-alive "
+        f"connections over TLS for {args.seconds} s per stream, request from {args.pod}; counted only while wrk "
+        "ran, after a warm-up."
     )
-    publish(table, args.out)
+    header = "| requests | floor | webhook | trainyard's own | floor / webhook |"
+    table = results.table(caption, header, "|---|---:|---:|---:|---:|", rows)
+    results.publish(table, args.out)
     return 0
 
 
