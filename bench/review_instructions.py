@@ -26,13 +26,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-# what each row counts; the rows "of which" are parts of the row above them
+# what each row counts; the rows "of which" are parts of the last review above them
 CASES = (
     "whole review, no answer kept (webhook.review.review)",
     "answer kept, found by the shape of the parsed pod (review with Plans)",
     "answer kept, found by the body's keys (Plans.review)",
     "of which: the decode (msgspec, typed)",
-    "of which: the rest of the reading (quick.read)",
+    "of which: reading the body (quick.read, the decode included)",
     "of which: the key as sent",
     "RANK per pod: answer kept, found by the body's keys (Plans.review)",
 )
@@ -121,7 +121,7 @@ def main() -> int:
             print(f"{case:70} {per_call / 1000:8.1f} k instructions", flush=True)
     caption = (
         "Instructions per call on the review path, hot (callgrind, 3,000 calls less 1,000, garbage collector off), "
-        'bodies of bench/webhook_http.py\'s main stream; the rows "of which" are parts of the row above them.'
+        'bodies of bench/webhook_http.py\'s main stream; the rows "of which" are parts of the last review above them.'
     )
     table = results.table(caption, "| call | instructions |", "|---|---:|", rows)
     results.publish(table, args.out)
