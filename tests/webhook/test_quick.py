@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from kubernetes_validate import utils as kv_utils
 
 from tests.webhook.conftest import example, example_names, pod, trainer
+from trainyard.repo import trainjob
 from webhook import quick
 from webhook.plans import Plans
 from webhook.review import MAX_JSON_VALUES, admission_review, review
@@ -74,11 +75,23 @@ def v2_pod(job: str, index: int) -> dict:
     }
     p["metadata"]["annotations"] = {"batch.kubernetes.io/job-completion-index": str(index)}
     p["spec"]["hostname"], p["spec"]["subdomain"] = f"{job}-node-0-{index}", job
-    p["spec"]["containers"][0]["env"] = [e for e in p["spec"]["containers"][0]["env"] if e["name"] != "RANK"]
+    env = [e for e in p["spec"]["containers"][0]["env"] if e["name"] not in ("RANK", "MASTER_ADDR")]
+    # the torch plugin's env, as trainyard/repo/trainjob.py renders it (kubeflow/trainer v2.3.0): the
+    # same for every pod of the job, the job's name in PET_MASTER_ADDR
+    env += [
+        {"name": "PET_NNODES", "value": "4"},
+        {"name": "PET_NPROC_PER_NODE", "value": "1"},
+        {"name": "PET_NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": trainjob.NODE_RANK_FIELD}}},
+        {"name": "PET_MASTER_ADDR", "value": f"{job}-node-0-0.{job}"},
+        {"name": "PET_MASTER_PORT", "value": "29500"},
+    ]
+    p["spec"]["containers"][0]["env"] = env
     return p
 
 
 def test_the_pods_of_trainjobs_of_one_shape_share_one_engine_run(policies, monkeypatch):
+    """A job's pods by the key as sent; the first pod of each later job by the projected key (its
+    PET_MASTER_ADDR, which no rule reads, names its job)."""
     calls, plans = counting(monkeypatch), Plans(policies, DEFAULT)
     for job in ("llama", "bert", "resnet"):
         for index in range(4):
