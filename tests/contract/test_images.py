@@ -47,6 +47,11 @@ def distribution(s: str) -> tuple[str, str, str | None, str | None] | None:
     m = REFERENCE.fullmatch(f"{domain}/{remainder}")
     if m is None or len(m.group(3)) > 255:
         return None
+    if m.group(2) is None:
+        # splitDockerDomain took the first component for a domain ('.' in it), but it is none
+        # ("0_0.0/0"): Parse reads it back into the path and the reference names no registry at
+        # all, not Docker Hub either. No registry to pull from: trainyard refuses it.
+        return None
     return m.group(2), m.group(3), m.group(4), m.group(5)
 
 
