@@ -49,6 +49,10 @@ CASES: list[tuple[str, bool]] = [
     ("registry.example.com/ml/trainer:-1", False),
     ("registry.example.com/ml/trainer:" + "t" * 129, False),
     ("registry.example.com/ml/trainer@sha256:abc", False),
+    # a digest's algorithm in capitals: no reference without a tag (normalize.go lowercases the
+    # name up to the first ':'), one with a tag before it
+    ("registry.example.com/ml/trainer@Sha256:" + "a" * 64, False),
+    ("registry.example.com/ml/trainer:1@Sha256:" + "a" * 64, True),
     ("registry.example.com/ml/trainer@", False),
     ("registry.example.com/ml/trainer:1:2", False),
     ("registry.example.com:/ml/trainer", False),

@@ -148,6 +148,10 @@ def _parse(image: str) -> ImageRef | None:
         name, tag = name[:colon], name[colon + 1 :]
         if not _tag(tag):
             return None
+    elif at and not digest.partition(":")[0].islower():
+        # normalize.go ParseNormalizedNamed: the name up to the first ':' must be lower case;
+        # without a tag that takes in '@' and the digest's algorithm ("x@Sha256:…" is refused)
+        return None
     first, slash, rest = name.partition("/")
     domain: str | None = DEFAULT_DOMAIN
     path = name
@@ -176,6 +180,7 @@ def identity(image: object) -> str | None:
 
 _TAG_RE = "[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
 _DIGEST_RE = "[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9A-Fa-f]{32,}"
+_LOWER_DIGEST_RE = "[a-z][a-z0-9]*(?:[-_+.][a-z][a-z0-9]*)*:[0-9A-Fa-f]{32,}"  # without a tag (see _parse)
 
 
 class RepositoryError(ValueError):
@@ -229,7 +234,7 @@ def cel_pattern(repositories: list[str]) -> str:
     """The RE2 pattern matching exactly the references whose :func:`identity` is in ``repositories``
     (each already normalised by :func:`repository`)."""
     names = "|".join(_repository_re(r) for r in sorted(set(repositories)))
-    return f"^(?:{names})(?::{_TAG_RE})?(?:@{_DIGEST_RE})?$"
+    return f"^(?:{names})(?::{_TAG_RE}(?:@{_DIGEST_RE})?|@{_LOWER_DIGEST_RE})?$"
 
 
 def cel_matches(variable: str, repositories: list[str]) -> str:
