@@ -77,7 +77,7 @@ class JobAnswer:
             return None
         a = self.answer
         tail = self.head + base64.b64encode(patch) + self.rest
-        return Answer(tail, a.outcome, a.reason, a.profile, a.ops, a.warnings, a.log)
+        return Answer(tail, a.outcome, a.reason, a.profile, a.ops, a.warnings)
 
     @classmethod
     def of(cls, answer: Answer) -> Answer | JobAnswer | None:
@@ -145,10 +145,7 @@ class Plans:
                 missed.append((key, True))
                 return None
             if entry is not _NOT_SHARED and q.name_json not in key:  # the key's other checks held when kept
-                answer = self._job_answer(entry, q.name_json)
-                if answer is not None:
-                    return answer
-                return None  # over the patch limit with this job's name: the full path decides
+                return self._job_answer(entry, q.name_json)  # None: over the patch limit, the full path decides
         key = q.key(projected, shared=False)
         if key is None:
             return None

@@ -77,6 +77,7 @@ CONTAINER_FIELDS = (
 )  # fmt: skip
 ENV_VAR_FIELDS = ("name", "value", "valueFrom")
 REVIEW_FIELDS = ("apiVersion", "kind", "request", "response")
+USER_INFO_FIELDS = ("extra", "groups", "uid", "username")  # authentication/v1/types.go
 REQUEST_FIELDS = (
     "uid", "kind", "resource", "subResource", "requestKind", "requestResource", "requestSubResource",
     "name", "namespace", "operation", "userInfo", "object", "oldObject", "dryRun", "options",
@@ -116,13 +117,9 @@ PodSpec = _struct("PodSpec", POD_SPEC_FIELDS, {f: _RAW for f in SPEC_READ})
 assert SPEC_READ[:2] == ("containers", "initContainers")  # Quick._project replaces these two
 _CONTAINERS = list[Container] | None
 _decode_containers = msgspec.json.Decoder(_CONTAINERS).decode
-# The keys' views of a spec: the fields the rules read, nothing else.
+# The keys' view of a spec: the fields the rules read, nothing else (as sent, or with the
+# containers projected: encoded by what they hold).
 Read = msgspec.defstruct("Read", [(f, Raw | UnsetType, UNSET) for f in SPEC_READ], omit_defaults=True)
-Projected = msgspec.defstruct(
-    "Projected",
-    [(f, (_CONTAINERS if f in ("containers", "initContainers") else Raw) | UnsetType, UNSET) for f in SPEC_READ],
-    omit_defaults=True,
-)
 _read_fields = attrgetter(*SPEC_READ)
 _STRING_MAP = (dict[str, str] | None, None)
 ObjectMeta = _struct(
@@ -142,7 +139,7 @@ GroupVersionResource = _struct(
 )
 UserInfo = _struct(
     "UserInfo",
-    ("extra", "groups", "uid", "username"),
+    USER_INFO_FIELDS,
     {"extra": (dict[str, list[str]] | None, None), "groups": (list[str] | None, None)}
     | {f: (str | None, None) for f in ("uid", "username")},
 )
@@ -262,12 +259,12 @@ class Quick:
                         for e in c.env
                     ]
             groups.append(containers)
-        return Projected(*groups, *_read_fields(spec)[2:])
+        return Read(*groups, *_read_fields(spec)[2:])
 
     def answer(self, answer: Answer) -> tuple[bytes, Record]:
         """The response body and record of this review, answered with ``answer``."""
-        a = answer
-        record = Record(a.outcome, self.uid, self.namespace, self.pod, a.profile, a.ops, list(a.warnings), a.reason, a)
+        a = answer  # the record Answer.fill makes, built at once (a review's hot path)
+        record = Record(a.outcome, self.uid, self.namespace, self.pod, a.profile, a.ops, list(a.warnings), a.reason)
         return answer.render(self.uid), record
 
 
@@ -296,11 +293,10 @@ def read(body: bytes, values_read: frozenset[str]) -> Quick | None:
         return Quick(
             request.uid, namespace, str(request.name or ""), pod.spec, (namespace or None, 0), None, values_read
         )
-    else:
-        annotations = meta.annotations
-        if annotations is not None:
-            found = annotations.keys() & _ANNOTATIONS_READ
-            annotations = {k: annotations[k] for k in ANNOTATIONS_READ if k in found} if found else {}
-        pod_name = meta.name or meta.generateName or str(request.name or "")
-        head = (namespace or meta.namespace, 0 if annotations is None else annotations)
+    annotations = meta.annotations
+    if annotations is not None:
+        found = annotations.keys() & _ANNOTATIONS_READ
+        annotations = {k: annotations[k] for k in ANNOTATIONS_READ if k in found} if found else {}
+    pod_name = meta.name or meta.generateName or str(request.name or "")
+    head = (namespace or meta.namespace, 0 if annotations is None else annotations)
     return Quick(request.uid, namespace, pod_name, pod.spec, head, meta.labels, values_read)

@@ -57,7 +57,6 @@ class Record:
     ops: int = 0
     warnings: list[str] = field(default_factory=list)
     reason: str = ""
-    answer: Answer | None = field(default=None, compare=False, repr=False)  # whence the fields above
 
 
 def _warning(text: str) -> str:
@@ -81,15 +80,6 @@ class Answer:
     profile: str = ""
     ops: int = 0
     warnings: tuple[str, ...] = ()
-    # the log line's fields of this answer, serialised once (webhook/reviewlog.py); given, by an
-    # answer made from another with the same fields (webhook/plans.py, a job's name spliced in)
-    log: bytes = field(default=b"", compare=False, repr=False)
-
-    def __post_init__(self) -> None:
-        if not self.log:
-            fields = {"profile": self.profile, "outcome": self.outcome, "ops": self.ops}
-            fields |= {"warnings": list(self.warnings), "reason": self.reason}
-            object.__setattr__(self, "log", orjson.dumps(fields)[1:-1])
 
     @classmethod
     def of(cls, allowed: bool, outcome: str, extra: dict | None = None, **record: object) -> Answer:
@@ -106,7 +96,8 @@ class Answer:
             self.ops,
             list(self.warnings),
         )
-        record.profile, record.answer = self.profile, self
+        if self.profile:
+            record.profile = self.profile
 
 
 def _answer(uid: str, allowed: bool, **extra: object) -> bytes:

@@ -23,7 +23,6 @@ from webhook.review import Record
 LOGGER = "trainyard.webhook.review"
 
 
-_LEVEL_LOGGER_UID = b',"level":"info","logger":' + orjson.dumps(LOGGER) + b',"uid":'
 CHUNK = 64  # lines serialised (about 0.1 ms with the GIL held) and written at a time
 
 
@@ -34,26 +33,6 @@ def _thousandths(x: float) -> float:
 
 
 def line(ts: float, record: Record, elapsed: float) -> bytes:
-    answer = record.answer
-    if answer is not None:  # the fields from profile to reason serialised once, with the answer
-        dumps = orjson.dumps
-        return b"".join(
-            (
-                b'{"ts":',
-                dumps(_thousandths(ts)),
-                _LEVEL_LOGGER_UID,
-                dumps(record.uid),
-                b',"namespace":',
-                dumps(record.namespace),
-                b',"pod":',
-                dumps(record.pod),
-                b",",
-                answer.log,
-                b',"ms":',
-                dumps(_thousandths(elapsed * 1000)),
-                b"}\n",
-            )
-        )
     return orjson.dumps(
         {
             "ts": _thousandths(ts),

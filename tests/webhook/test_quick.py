@@ -34,7 +34,7 @@ SCHEMAS = {
     "io.k8s.api.core.v1.Container": quick.CONTAINER_FIELDS,
     "io.k8s.api.core.v1.EnvVar": quick.ENV_VAR_FIELDS,
     "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta": quick.OBJECT_META_FIELDS,
-    "io.k8s.api.authentication.v1.UserInfo": ("extra", "groups", "uid", "username"),
+    "io.k8s.api.authentication.v1.UserInfo": quick.USER_INFO_FIELDS,
 }
 
 
