@@ -144,7 +144,7 @@ class Plans:
             if entry is None:
                 missed.append((key, True))
                 return None
-            if entry is not _NOT_SHARED and q.name_json not in key:  # the key's other checks held when kept
+            if entry is not _NOT_SHARED and q.may_share(key):
                 return self._job_answer(entry, q.name_json)  # None: over the patch limit, the full path decides
         key = q.key(projected, shared=False)
         if key is None:

@@ -244,6 +244,13 @@ class Quick:
             return False
         return b"\\" not in key or (_PLAIN_NAME.fullmatch(self._job) is not None and not _hiding_escape(key))
 
+    def may_share(self, key: bytes) -> bool:
+        """Whether this pod may take the answer kept under the shared job key ``key`` (its other
+        checks held for the pod it was kept for, :meth:`shareable`): its job's name stands nowhere
+        in the key, and no escape in it could spell the name (the kept pod's check covers a plain
+        name; a name of other characters takes a key without escapes)."""
+        return self.name_json not in key and (b"\\" not in key or _PLAIN_NAME.fullmatch(self._job) is not None)
+
     def _project(self) -> object:
         spec, values_read = self._spec, self._values_read
         groups = []

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from kubernetes_validate import utils as kv_utils
 
 from tests.webhook.conftest import example, example_names, pod, trainer
+from tests.webhook.test_plans import job_pod, own_term
 from trainyard.repo import trainjob
 from webhook import quick
 from webhook.plans import Plans
@@ -298,3 +299,18 @@ def test_a_name_of_other_characters_is_shared_only_without_any_escape(policies):
         q = quick.read(raw, plans.values_read)
         assert not q.shareable(q.key(False, True))
         assert plans.review(raw) == full(raw, policies)
+
+
+def test_a_name_of_other_characters_an_escape_in_the_kept_key_spells_gets_its_own_answer(policies):
+    """A job named 'alpha' keeps the shared answer of a shape whose term names job 'é' written
+    \\u00e9 (no plain name can be spelled so); a later job named 'é' has that term for its own,
+    so the rule adds no term of its own for it, and the pod gets the engine's answer, not alpha's."""
+    plans = Plans(policies, DEFAULT)
+    for job in ("alpha", "é"):
+        p = job_pod("pytorchjob-worker.yaml", job)
+        p["spec"]["affinity"] = {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [own_term("é")]}}
+        raw = orjson.dumps(admission_review(p, namespace="ml"))
+        term = raw.index(b'"podAffinityTerm"')
+        raw = raw[:term] + raw[term:].replace(orjson.dumps("é"), b'"\\u00e9"', 1)
+        assert plans.review(raw) == full(raw, policies)
+    assert plans.hits == 0
