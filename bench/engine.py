@@ -7,8 +7,8 @@ with a warning). For each shape, ``engine.admit`` (decision + mutation, the pod 
 the whole review (orjson parse of the AdmissionReview, engine, patch serialised to base64, the
 response serialised) are timed, and the whole review when an earlier pod of the same shape was
 answered already (webhook/plans.py: the other pods of a job), its shape projected from the parsed
-pod and, as the server does, its keys read from the body (webhook/quick.py); each figure is the
-median of 5 rounds.
+pod, its keys read from the body (webhook/quick.py), and, as the server does, a stencil of an
+earlier body (webhook/stencil.py); each figure is the median of 5 rounds.
 
     .venv/bin/python bench/engine.py [--seconds 1] [--out bench/results/engine.md]
 """
@@ -92,11 +92,13 @@ def main() -> int:
         whole = rate(lambda body=body: review(body, policies, "roce"), args.seconds)
         plans = Plans(policies, "roce")
         kept = rate(lambda body=body, plans=plans: review(body, policies, "roce", plans), args.seconds)
-        quick = rate(lambda body=body, plans=plans: plans.review(body), args.seconds)
-        rows.append((name, decision.action, ops, len(body), engine, whole, kept, quick))
+        keys = Plans(policies, "roce", stencils=0)
+        quick = rate(lambda body=body, plans=keys: plans.review(body), args.seconds)
+        fitted = rate(lambda body=body, plans=plans: plans.review(body), args.seconds)
+        rows.append((name, decision.action, ops, len(body), engine, whole, kept, quick, fitted))
         print(
             f"{name:20} {decision.action:7} {ops:3} ops  engine {engine:8.0f}/s  review {whole:8.0f}/s  "
-            f"shape kept {kept:8.0f}/s  body's keys {quick:8.0f}/s",
+            f"shape kept {kept:8.0f}/s  body's keys {quick:8.0f}/s  stencil {fitted:8.0f}/s",
             flush=True,
         )
     trainers = [r for r in rows if r[1] == "mutate"]
@@ -104,22 +106,24 @@ def main() -> int:
     mix_review = len(trainers) / sum(1 / r[5] for r in trainers)
     mix_kept = len(trainers) / sum(1 / r[6] for r in trainers)
     mix_quick = len(trainers) / sum(1 / r[7] for r in trainers)
+    mix_fitted = len(trainers) / sum(1 / r[8] for r in trainers)
     lines = [
         f"Engine on one core, Python {sys.version.split()[0]}, median of 5 rounds of {args.seconds:g} s.",
         "",
         "| pod | action | ops | review bytes | engine pods/s | µs/pod | whole review/s | µs/review "
-        "| shape kept: review/s | µs/review | body's keys: review/s | µs/review |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| shape kept: review/s | µs/review | body's keys: review/s | µs/review | stencil: review/s | µs/review |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for name, action, ops, size, engine, whole, kept, quick in rows:
+    for name, action, ops, size, engine, whole, kept, quick, fitted in rows:
         lines.append(
             f"| {name} | {action} | {ops} | {size} | {engine:,.0f} | {1e6 / engine:.1f} "
-            f"| {whole:,.0f} | {1e6 / whole:.1f} | {kept:,.0f} | {1e6 / kept:.1f} | {quick:,.0f} | {1e6 / quick:.1f} |"
+            f"| {whole:,.0f} | {1e6 / whole:.1f} | {kept:,.0f} | {1e6 / kept:.1f} | {quick:,.0f} | {1e6 / quick:.1f} "
+            f"| {fitted:,.0f} | {1e6 / fitted:.1f} |"
         )
     lines.append(
         f"| **trainer pods, equal mix** | mutate | | | **{mix_engine:,.0f}** | {1e6 / mix_engine:.1f} "
         f"| **{mix_review:,.0f}** | {1e6 / mix_review:.1f} | **{mix_kept:,.0f}** | {1e6 / mix_kept:.1f} "
-        f"| **{mix_quick:,.0f}** | {1e6 / mix_quick:.1f} |"
+        f"| **{mix_quick:,.0f}** | {1e6 / mix_quick:.1f} | **{mix_fitted:,.0f}** | {1e6 / mix_fitted:.1f} |"
     )
     table = "\n".join(lines) + "\n"
     publish(table, args.out)

@@ -30,11 +30,14 @@ sys.path.insert(0, str(ROOT))
 CASES = (
     "whole review, no answer kept (webhook.review.review)",
     "answer kept, found by the shape of the parsed pod (review with Plans)",
-    "answer kept, found by the body's keys (Plans.review)",
+    "answer kept, found by the body's keys (Plans.review without stencils)",
     "of which: the decode (msgspec, typed)",
     "of which: reading the body (quick.read, the decode included)",
     "of which: the key as sent",
-    "RANK per pod: answer kept, found by the body's keys (Plans.review)",
+    "RANK per pod: answer kept, found by the body's keys (Plans.review without stencils)",
+    "answer kept, the body fits a stencil (Plans.review)",
+    "of which: the match (re)",
+    "RANK per pod: the body fits a stencil (Plans.review)",
 )
 
 
@@ -48,13 +51,16 @@ def child(case: str, n: int) -> None:
     from webhook.review import review
 
     policies = load_policies(ROOT / "policies")
-    plans = Plans(policies, "roce")
+    plans = Plans(policies, "roce", stencils=0)
+    fitted = Plans(policies, "roce")
     t = template(yaml.safe_load((ROOT / "examples" / "pods" / "pytorchjob-worker.yaml").read_text()))
     bodies = [one(t, job, pod) for job in range(4) for pod in range(8)]
     rank = b'"name":"RANK","value":"1"'
     ranked = [b.replace(rank, b'"name":"RANK","value":"%d"' % (i % 8)) for i, b in enumerate(bodies)]
     for b in bodies + ranked:
         plans.review(b)
+        fitted.review(b)
+    assert len(fitted.stencils) == 1  # one stencil fits both streams: RANK is a hole
     reads = [quick.read(b, plans.values_read) for b in bodies]
     calls = dict(
         zip(
@@ -67,6 +73,9 @@ def child(case: str, n: int) -> None:
                 lambda i: quick.read(bodies[i], plans.values_read),
                 lambda i: reads[i].key(False, True),
                 lambda i: plans.review(ranked[i]),
+                lambda i: fitted.review(bodies[i]),
+                lambda i: fitted.stencils[0].pattern.fullmatch(bodies[i]),
+                lambda i: fitted.review(ranked[i]),
             ),
             strict=True,
         )

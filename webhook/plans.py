@@ -39,11 +39,11 @@ from dataclasses import dataclass
 import orjson
 
 from trainyard.contract.names import JOB_LABELS
-from webhook import quick
+from webhook import quick, stencil
 from webhook.engine import env_values_read, job_of, shape
 from webhook.policy import PolicySet
 from webhook.quick import JOB_PLACEHOLDER
-from webhook.review import MAX_PATCH_BYTES, Answer, Record, decide, review
+from webhook.review import MAX_JSON_VALUES, MAX_PATCH_BYTES, Answer, Record, answered, decide, review
 
 MAX_PLANS = 1024
 MAX_PLAN_BYTES = 8 * 1024 * 1024
@@ -51,6 +51,10 @@ MAX_SHAPE_BYTES = 64 * 1024
 MAX_ENTRY_BYTES = 256 * 1024  # a shape and its response (a 1 MiB patch is 1.4 MiB of base64)
 RENDERED = 32  # answers rendered for the latest jobs, each at most RENDERED_BYTES (512 KiB in all)
 RENDERED_BYTES = 16 * 1024
+STENCILS = 8  # stencils kept (webhook/stencil.py), each of a body of at most stencil.MAX_BYTES
+# A stencil is made once this many reviews a byte of its body have passed since the last one:
+# compiling one costs about 0.75 us a byte, so making them costs at most 12 us a review.
+STENCIL_BYTES_PER_REVIEW = 16
 _PLACEHOLDER = JOB_PLACEHOLDER.encode()
 _PLACEHOLDER_JSON = orjson.dumps(JOB_PLACEHOLDER)
 
@@ -105,13 +109,23 @@ class Plans:
     """A :class:`webhook.review.Decider` that keeps each shape's answer."""
 
     def __init__(
-        self, policies: PolicySet, default: str, size: int = MAX_PLANS, max_bytes: int = MAX_PLAN_BYTES
+        self,
+        policies: PolicySet,
+        default: str,
+        size: int = MAX_PLANS,
+        max_bytes: int = MAX_PLAN_BYTES,
+        stencils: int = STENCILS,
+        stencil_rate: int = STENCIL_BYTES_PER_REVIEW,
     ) -> None:
         self.policies, self.default, self.size, self.max_bytes = policies, default, size, max_bytes
+        self.max_stencils, self.stencil_rate = stencils, stencil_rate
         self.values_read = env_values_read(policies)
         self.answers: OrderedDict[bytes, object] = OrderedDict()  # Answer, JobAnswer or _NOT_SHARED
         self.bytes = 0  # of the shapes and responses kept
-        self.hits = self.misses = 0
+        self.hits = self.misses = self.reviews = 0
+        self.stencils: list[stencil.Stencil] = []  # most recently used first, at most max_stencils
+        self._stencil_made: int | None = None  # self.reviews when the last stencil was made
+        self.stencils_made = 0
         # the answers rendered from a JobAnswer for the last jobs seen: a job's pods come together
         self._rendered: dict[tuple[int, bytes], tuple[JobAnswer, Answer]] = {}
 
@@ -123,7 +137,16 @@ class Plans:
     def review(self, body: bytes) -> tuple[int, bytes, Record]:
         """HTTP status, response body and record for one POST /mutate body, as
         :func:`webhook.review.review` with these plans gives them; a pod whose answer is kept is
-        answered from the body read for its key (:mod:`webhook.quick`), not parsed into objects."""
+        answered from a stencil its body fits (:mod:`webhook.stencil`), else from the body read
+        for its keys (:mod:`webhook.quick`), not parsed into objects."""
+        self.reviews += 1
+        if len(body) <= MAX_JSON_VALUES:
+            for i, s in enumerate(self.stencils):
+                found = self._stenciled(s, body)
+                if found is not None:
+                    if i:
+                        self.stencils.insert(0, self.stencils.pop(i))  # most recently used first
+                    return found
         q = quick.read(body, self.values_read)
         if q is None:
             return review(body, self.policies, self.default, self)
@@ -132,8 +155,46 @@ class Plans:
             answer = self._quick(q, projected, missed)
             if answer is not None:
                 self.hits += 1
+                self._make_stencil(body, q)
                 return 200, *q.answer(answer)
         return self._review_keeping(body, q, missed)
+
+    def _stenciled(self, s: stencil.Stencil, body: bytes) -> tuple[int, bytes, Record] | None:
+        """The review of ``body`` answered from stencil ``s``; None when it does not fit."""
+        read = s.read(body)
+        if read is None:
+            return None
+        uid, pod, name_json = read
+        answer = self._job_answer(s.entry, name_json) if name_json else s.entry
+        if answer is None:
+            return None  # over the patch limit with this job's name: the engine denies it
+        self.hits += 1
+        return 200, *answered(answer, uid, s.namespace, pod)
+
+    def _make_stencil(self, body: bytes, q: quick.Quick) -> None:
+        """A stencil of ``body``, whose answer was found from its keys: for the answer its job
+        shares, else for its own. None is made when one is kept for that answer's key already, or
+        when fewer than one review for every ``stencil_rate`` bytes of the body have passed since
+        the last was made (a client sending ever new shapes does not make one a review)."""
+        made = self._stencil_made
+        if made is not None and (self.reviews - made) * self.stencil_rate < len(body):
+            return
+        entry, key, shared = None, q.key(True, shared=True), True
+        if key is not None:
+            entry = self.answers.get(key)
+            if entry is _NOT_SHARED or not q.shareable(key):
+                entry = None
+        if entry is None:
+            key, shared = q.key(True, shared=False), False
+            entry = self.answers.get(key) if key is not None else None
+        if entry is None or not self.max_stencils or any(s.key == key for s in self.stencils):
+            return
+        self._stencil_made = self.reviews
+        new = stencil.make(body, q, entry, key, shared, self.values_read)
+        if new is not None:
+            self.stencils_made += 1
+            self.stencils.insert(0, new)
+            del self.stencils[self.max_stencils :]
 
     def _quick(self, q: quick.Quick, projected: bool, missed: list[tuple[bytes, bool]]) -> Answer | None:
         """The answer kept under ``q``'s keys, as sent or ``projected``; None, with the keys it

@@ -45,7 +45,16 @@ from msgspec import UNSET, Raw, Struct, UnsetType
 
 from trainyard.contract.names import JOB_LABELS
 from webhook.engine import ANNOTATIONS_READ, ENV_VALUES_READ_PREFIX, LABELS_READ, SPEC_READ, job_of
-from webhook.review import API_VERSION, EXCLUDED_NAMESPACES, KIND, MAX_JSON_VALUES, NOT_JSON, Answer, Record
+from webhook.review import (
+    API_VERSION,
+    EXCLUDED_NAMESPACES,
+    KIND,
+    MAX_JSON_VALUES,
+    NOT_JSON,
+    Answer,
+    Record,
+    answered,
+)
 
 # The fields of each object, as k8s.io/api v0.37 declares them (core/v1/types.go: Pod, PodSpec,
 # Container, EnvVar; apimachinery meta/v1/types.go: ObjectMeta; admission/v1/types.go:
@@ -116,7 +125,8 @@ Container = _struct(
 PodSpec = _struct("PodSpec", POD_SPEC_FIELDS, {f: _RAW for f in SPEC_READ})
 assert SPEC_READ[:2] == ("containers", "initContainers")  # Quick._project replaces these two
 _CONTAINERS = list[Container] | None
-_decode_containers = msgspec.json.Decoder(_CONTAINERS).decode
+decode_containers = msgspec.json.Decoder(_CONTAINERS).decode
+decode_string = msgspec.json.Decoder(str).decode
 # The keys' view of a spec: the fields the rules read, nothing else (as sent, or with the
 # containers projected: encoded by what they hold).
 Read = msgspec.defstruct("Read", [(f, Raw | UnsetType, UNSET) for f in SPEC_READ], omit_defaults=True)
@@ -194,28 +204,28 @@ class Quick:
 
     __slots__ = (
         "_head",
-        "_job",
         "_labels",
         "_projected",
-        "_spec",
         "_values_read",
+        "job",
         "name_json",
         "namespace",
         "pod",
+        "spec",
         "uid",
     )
 
     def __init__(
         self, uid: str, namespace: str, pod: str, spec: object, head: tuple, labels: dict | None, values_read: frozenset
     ) -> None:
-        self.uid, self.namespace, self.pod, self._spec, self._head = uid, namespace, pod, spec, head
+        self.uid, self.namespace, self.pod, self.spec, self._head = uid, namespace, pod, spec, head
         self._values_read, self._projected = values_read, None
         if labels is None:
-            self._labels, self._job, self.name_json = 0, None, b""  # 0: as engine.shape has it
+            self._labels, self.job, self.name_json = 0, None, b""  # 0: as engine.shape has it
             return
         self._labels = {k: labels[k] for k in LABELS_READ if k in labels}
         job = job_of(labels)
-        self._job = None if job is None else job[1]
+        self.job = None if job is None else job[1]
         self.name_json = b"" if job is None else orjson.dumps(job[1])
 
     def key(self, projected: bool, shared: bool) -> bytes | None:
@@ -224,11 +234,11 @@ class Quick:
         None too when the projection fails (a value of the wrong type: the full path answers)."""
         labels = self._labels
         if shared:
-            if self._job is None:
+            if self.job is None:
                 return None
-            labels = {k: JOB_PLACEHOLDER if v == self._job and k in JOB_LABELS else v for k, v in labels.items()}
+            labels = {k: JOB_PLACEHOLDER if v == self.job and k in JOB_LABELS else v for k, v in labels.items()}
         if not projected:
-            return (b"R" if shared else b"r") + _encode((*self._head, labels, Read(*_read_fields(self._spec))))
+            return (b"R" if shared else b"r") + _encode((*self._head, labels, Read(*_read_fields(self.spec))))
         if self._projected is None:
             self._projected = self._project()
         if self._projected is False:
@@ -239,24 +249,24 @@ class Quick:
         """Whether the answer of job key ``key`` may be shared among jobs: nothing in the key
         holds the job's name or the placeholder but the labels replaced, and no escape could spell
         them in a way the bytes do not show."""
-        replaced = sum(1 for label in JOB_LABELS if self._labels.get(label) == self._job)
+        replaced = sum(1 for label in JOB_LABELS if self._labels.get(label) == self.job)
         if self.name_json in key or key.count(_PLACEHOLDER) != replaced:
             return False
-        return b"\\" not in key or (_PLAIN_NAME.fullmatch(self._job) is not None and not _hiding_escape(key))
+        return b"\\" not in key or (_PLAIN_NAME.fullmatch(self.job) is not None and not _hiding_escape(key))
 
     def may_share(self, key: bytes) -> bool:
         """Whether this pod may take the answer kept under the shared job key ``key`` (its other
         checks held for the pod it was kept for, :meth:`shareable`): its job's name stands nowhere
         in the key, and no escape in it could spell the name (the kept pod's check covers a plain
         name; a name of other characters takes a key without escapes)."""
-        return self.name_json not in key and (b"\\" not in key or _PLAIN_NAME.fullmatch(self._job) is not None)
+        return self.name_json not in key and (b"\\" not in key or _PLAIN_NAME.fullmatch(self.job) is not None)
 
     def _project(self) -> object:
-        spec, values_read = self._spec, self._values_read
+        spec, values_read = self.spec, self._values_read
         groups = []
         for raw in (spec.containers, spec.initContainers):
             try:
-                containers = UNSET if raw is UNSET else _decode_containers(raw)
+                containers = UNSET if raw is UNSET else decode_containers(raw)
             except (*NOT_JSON, RecursionError):
                 return False
             for c in containers or ():
@@ -270,9 +280,7 @@ class Quick:
 
     def answer(self, answer: Answer) -> tuple[bytes, Record]:
         """The response body and record of this review, answered with ``answer``."""
-        a = answer  # the record Answer.fill makes, built at once (a review's hot path)
-        record = Record(a.outcome, self.uid, self.namespace, self.pod, a.profile, a.ops, list(a.warnings), a.reason)
-        return answer.render(self.uid), record
+        return answered(answer, self.uid, self.namespace, self.pod)
 
 
 def read(body: bytes, values_read: frozenset[str]) -> Quick | None:

@@ -70,21 +70,25 @@ def engine_response(pod: dict, policies, namespace: str, uid: str) -> bytes:
 
 
 # Each Plans under test has a twin that sees the same reviews through Plans.review (the body read
-# for its keys, webhook/quick.py), so that the counts of hits the tests assert stay the shape's own.
+# for its keys, webhook/quick.py, and fitted to stencils, webhook/stencil.py, one made whenever
+# one may be), so that the counts of hits the tests assert stay the shape's own.
 TWINS: weakref.WeakKeyDictionary[Plans, Plans] = weakref.WeakKeyDictionary()
 
 
 def both(body: dict, policies, plans: Plans) -> tuple[bytes, bytes]:
     """The answer without plans and with them: by the pod's shape (``plans``), and by the body's
-    keys (its twin), twice, so that the second meets a kept answer; all must agree."""
+    keys and stencils (its twin), three times, so that the later meet a kept answer and a stencil,
+    and once more with another uid; all must agree."""
     raw = orjson.dumps(body)
     status, direct, record = review(raw, policies, DEFAULT)
     status_kept, kept, record_kept = review(raw, policies, DEFAULT, plans)
     assert status == status_kept == 200
     assert record == record_kept
-    twin = TWINS.setdefault(plans, Plans(policies, DEFAULT))
-    for _ in range(2):
+    twin = TWINS.setdefault(plans, Plans(policies, DEFAULT, stencil_rate=10**9))
+    for _ in range(3):  # decided (or from its keys), then from its keys (making a stencil), then from it
         assert twin.review(raw) == (status, kept, record)
+    other = orjson.dumps({**body, "request": {**body["request"], "uid": "another-uid"}})
+    assert twin.review(other) == review(other, policies, DEFAULT)
     return direct, kept
 
 
