@@ -124,7 +124,7 @@ class Plans:
         self.bytes = 0  # of the shapes and responses kept
         self.hits = self.misses = self.reviews = 0
         self.stencils: list[stencil.Stencil] = []  # most recently used first, at most max_stencils
-        self._stencil_made: int | None = None  # self.reviews when the last stencil was made
+        self._stencil_made: int | None = None  # self.reviews when a stencil was last tried
         self.stencils_made = 0
         # the answers rendered from a JobAnswer for the last jobs seen: a job's pods come together
         self._rendered: dict[tuple[int, bytes], tuple[JobAnswer, Answer]] = {}
@@ -175,10 +175,12 @@ class Plans:
         """A stencil of ``body``, whose answer was found from its keys: for the answer its job
         shares, else for its own. None is made when one is kept for that answer's key already, or
         when fewer than one review for every ``stencil_rate`` bytes of the body have passed since
-        the last was made (a client sending ever new shapes does not make one a review)."""
+        the last try (a client sending ever new shapes does not make one a review, and a pod
+        that fits no stencil does not read its keys again each review)."""
         made = self._stencil_made
-        if made is not None and (self.reviews - made) * self.stencil_rate < len(body):
+        if not self.max_stencils or (made is not None and (self.reviews - made) * self.stencil_rate < len(body)):
             return
+        self._stencil_made = self.reviews  # tried: a pod that fits no stencil tries again only so often
         entry, key, shared = None, q.key(True, shared=True), True
         if key is not None:
             entry = self.answers.get(key)
@@ -187,9 +189,8 @@ class Plans:
         if entry is None:
             key, shared = q.key(True, shared=False), False
             entry = self.answers.get(key) if key is not None else None
-        if entry is None or not self.max_stencils or any(s.key == key for s in self.stencils):
+        if entry is None or any(s.key == key for s in self.stencils):
             return
-        self._stencil_made = self.reviews
         new = stencil.make(body, q, entry, key, shared, self.values_read)
         if new is not None:
             self.stencils_made += 1
