@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import gc
 import shutil
 import socket
 import ssl
@@ -18,6 +19,8 @@ from tests.webhook.conftest import POLICIES, apply, example, pod, trainer
 from tests.webhook.server_process import AtomicDir, Server, tls_pair, wait_for
 from webhook.certs import generate
 from webhook.review import admission_review
+from webhook.server import uvicorn_server
+from webhook.tls import CertStore
 
 NOW = dt.datetime.now(dt.UTC)
 
@@ -328,3 +331,14 @@ def test_bad_startup_input_is_a_clear_error(tmp_path):
               *("--tls-server-name", "localhost"))  # fmt: skip
     assert r.returncode == 2 and "expired at" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_the_server_leaves_what_start_up_made_out_of_later_collections(tmp_path):
+    """A full collection walks only what serving made: start-up's objects are frozen."""
+    generate(tmp_path)
+    gc.unfreeze()
+    try:
+        uvicorn_server(object(), CertStore(tmp_path, server_name=None), "127.0.0.1", 0)
+        assert gc.get_freeze_count() > 1000
+    finally:
+        gc.unfreeze()
