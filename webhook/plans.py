@@ -61,27 +61,37 @@ _PLACEHOLDER_JSON = orjson.dumps(JOB_PLACEHOLDER)
 
 @dataclass(frozen=True, slots=True)
 class JobAnswer:
-    """An answer shared by the jobs of one shape: the placeholder's answer, its patch (JSON, with
-    the placeholder) and the response around the patch's base64."""
+    """An answer shared by the jobs of one shape: the placeholder's answer, and the response
+    around its patch's base64 (``head``, ``rest``). The patch (JSON, with the placeholder) is kept
+    in two: up to a whole number of 3-byte groups before the first placeholder, in base64 already
+    (``encoded``; base64 turns each group into 4 characters of its own), and the rest as JSON
+    (``tail``), which alone is spliced and encoded per job."""
 
     answer: Answer
     head: bytes
-    patch: bytes
+    encoded: bytes
+    tail: bytes
     rest: bytes
+
+    @classmethod
+    def split(cls, answer: Answer, head: bytes, patch: bytes, rest: bytes) -> JobAnswer:
+        cut = patch.index(_PLACEHOLDER_JSON)
+        cut -= cut % 3
+        return cls(answer, head, base64.b64encode(patch[:cut]), patch[cut:], rest)
 
     @property
     def size(self) -> int:
-        return len(self.head) + len(self.patch) + len(self.rest)
+        return len(self.head) + len(self.encoded) + len(self.tail) + len(self.rest)
 
     def render(self, name_json: bytes) -> Answer | None:
         """The answer for the job whose name serialises to ``name_json``; None when its patch would
         be over the limit (the engine denies that pod: the caller decides it)."""
-        patch = self.patch.replace(_PLACEHOLDER_JSON, name_json)
-        if len(patch) > MAX_PATCH_BYTES:
+        tail = self.tail.replace(_PLACEHOLDER_JSON, name_json)
+        if len(self.encoded) // 4 * 3 + len(tail) > MAX_PATCH_BYTES:
             return None
         a = self.answer
-        tail = self.head + base64.b64encode(patch) + self.rest
-        return Answer(tail, a.outcome, a.reason, a.profile, a.ops, a.warnings)
+        response = self.head + self.encoded + base64.b64encode(tail) + self.rest
+        return Answer(response, a.outcome, a.reason, a.profile, a.ops, a.warnings)
 
     @classmethod
     def of(cls, answer: Answer) -> Answer | JobAnswer | None:
@@ -98,7 +108,7 @@ class JobAnswer:
             return None  # the placeholder inside a longer string
         if _PLACEHOLDER not in patch:
             return answer
-        return cls(answer, head, patch, rest)
+        return cls.split(answer, head, patch, rest)
 
 
 _NOT_SHARED = object()  # kept for a job shape whose answer cannot be shared: key the pod as it is
