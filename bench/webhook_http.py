@@ -6,7 +6,8 @@ kube-apiserver uses) measures throughput and latency percentiles of the floor, t
 webhook; at a fixed request rate hey does the same. RSS of each server is read from /proc at
 rest and sampled under load.
 
-    .venv/bin/python bench/webhook_http.py [--seconds 10] [--repeat 3] [--out bench/results/webhook_http.md]
+    .venv/bin/python bench/webhook_http.py [--seconds 10] [--rate-seconds 30] [--repeat 3] [--no-streams]
+        [--concurrency 1,8,32,64] [--out bench/results/webhook_http.md]
 
 With --repeat N each load runs N times per server, floor and webhook alternating, and the table
 gives each figure's median: on a shared machine one run's throughput can be off by a quarter.
@@ -173,6 +174,15 @@ def main() -> int:
     parser.add_argument("--seconds", type=int, default=10, help="duration of each run (default 10)")
     parser.add_argument("--concurrency", default="1,8,32,64", help="wrk connection counts (default 1,8,32,64)")
     parser.add_argument("--rate", type=int, default=500, help="fixed request rate for hey (default 500/s)")
+    parser.add_argument(
+        "--rate-seconds", type=int, help="duration of each fixed-rate run (default: --seconds); longer steadies the p99"
+    )
+    parser.add_argument(
+        "--streams",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the rows of other request streams (default: on)",
+    )
     parser.add_argument("--pod", default="pytorchjob-worker.yaml", help="example pod to send (examples/pods/)")
     parser.add_argument("--pods-per-job", type=int, default=8, help="pods of one job in a row (default 8)")
     parser.add_argument(
@@ -216,7 +226,7 @@ def main() -> int:
         runs: list[Run] = []
         try:
             wrk_loads = [(int(x), (args.pods_per_job, False, False)) for x in args.concurrency.split(",")]
-            wrk_loads += [(8, variant) for variant in list(variants)[1:]]
+            wrk_loads += [(8, variant) for variant in list(variants)[1:]] if args.streams else []
             for c, variant in wrk_loads:
                 for name, server in [*servers.items()] * args.repeat:
                     cmd = ["wrk", "-t1", f"-c{c}", f"-d{args.seconds}s", "--latency", "-s", str(scripts[variant])]
@@ -232,7 +242,8 @@ def main() -> int:
             # bursts of 10 requests, the shape of a job creating its pods at once)
             for workers in (2, 10):
                 for name, server in [*servers.items()] * args.repeat:
-                    cmd = ["hey", "-z", f"{args.seconds}s", "-c", str(workers), "-q", str(args.rate // workers)]
+                    seconds = args.rate_seconds or args.seconds
+                    cmd = ["hey", "-z", f"{seconds}s", "-c", str(workers), "-q", str(args.rate // workers)]
                     cmd += ["-m", "POST", "-T", "application/json", "-D", str(tmpdir / "body.json")]
                     label = f"{args.rate} req/s, {workers} conns"
                     run = load(server, name, label, [*cmd, f"{server.base}/mutate"], parse_hey)
@@ -267,13 +278,14 @@ def render(runs: list[Run], rest: dict[str, float], args: argparse.Namespace, re
     by = {key: median_run([r for r in runs if (r.server, r.load) == key]) for key in {(r.server, r.load) for r in runs}}
     loads = list(dict.fromkeys(r.load for r in runs))
     repeat = f", median of {args.repeat} alternating runs" if args.repeat > 1 else ""
+    rate_seconds = f" ({args.rate_seconds} s at a fixed rate)" if args.rate_seconds else ""
     lines = [
         f"Webhook vs floor over HTTPS (TLS 1.3, keep-alive), each server on one core, "
-        f"{args.seconds} s per run{repeat}, request {request} B ({args.pod}), response {response} B. wrk sends each "
-        f"request as a pod of its own (new uid and name), {args.pods_per_job} pods per job (the next rows: the "
-        "RANK env of each pod its index, as the v1 Training Operator sets it; every pod of a new job; every pod "
-        "of a new job whose first container has a name of its own, so no two pods share a shape); hey sends one "
-        "body at a fixed rate.",
+        f"{args.seconds} s per run{rate_seconds}{repeat}, request {request} B ({args.pod}), response {response} B. "
+        f"wrk sends each request as a pod of its own (new uid and name), {args.pods_per_job} pods per job "
+        "(the next rows: the RANK env of each pod its index, as the v1 Training Operator sets it; every pod of "
+        "a new job; every pod of a new job whose first container has a name of its own, so no two pods share a "
+        "shape); hey sends one body at a fixed rate.",
         "",
         "| load | floor req/s | webhook req/s | ratio | floor p50 / p99 ms | webhook p50 / p99 ms | p99 ratio "
         "| webhook peak RSS MiB | errors |",
