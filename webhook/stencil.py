@@ -123,8 +123,12 @@ def make(
     parts.append(re.escape(body[last:]))
     if len(groups.get(UID, ())) != 1 or (shared and JOB not in groups):
         return None
+    pattern = re.compile(b"".join(parts))
+    # re keeps the last 512 patterns it compiled, stencils' too (about 280 KiB each of a 16 KiB
+    # body): a client sending ever new shapes would hold 140 MiB there. Plans hold the few kept.
+    re.purge()
     return Stencil(
-        pattern=re.compile(b"".join(parts)),
+        pattern=pattern,
         uid=groups[UID][0],
         names=tuple(groups[kind][0] for kind in _NAMES if kind in groups),
         jobs=tuple(groups.get(JOB, ())),

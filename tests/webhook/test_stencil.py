@@ -325,3 +325,13 @@ def test_hostile_bodies_get_the_full_paths_answer_and_poison_nothing(policies, p
     assert plans.review(raw) == full(raw, policies)
     name = data.draw(st.sampled_from(sorted(bodies)))
     assert plans.review(bodies[name]) == full(bodies[name], policies)
+
+
+def test_a_stencils_pattern_is_held_by_plans_alone(policies):
+    """re's own cache of compiled patterns keeps none of the stencils' (each up to a few hundred
+    KiB; CPython's re._cache): the stencils Plans keep are all the memory they hold."""
+    plans = Plans(policies, DEFAULT, stencil_rate=EAGER)
+    for rank in range(2):
+        plans.review(raw_of(v1_pod("resnet", rank)))
+    (s,) = plans.stencils
+    assert not any(cached is s.pattern for cached in re._cache.values())
