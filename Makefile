@@ -69,7 +69,7 @@ bench: $(call STAMP,dev)
 	$(BIN)/python bench/webhook_http.py --seconds 5 --repeat 3
 	$(BIN)/python bench/webhook_http.py --concurrency 8 --no-streams --seconds 5 --rate-seconds 20 --repeat 3 \
 	  --out bench/results/webhook_http_rate.md
-	$(BIN)/python bench/webhook_cpu.py
+	$(BIN)/python bench/webhook_cpu.py --rounds 16
 	@if command -v valgrind >/dev/null 2>&1; then $(BIN)/python bench/webhook_instructions.py \
 	  && $(BIN)/python bench/review_instructions.py; \
 	  else echo "skipping the instruction counts: valgrind not found (Debian: apt-get install valgrind)"; fi
