@@ -52,8 +52,8 @@ MAX_ENTRY_BYTES = 256 * 1024  # a shape and its response (a 1 MiB patch is 1.4 M
 RENDERED = 32  # answers rendered for the latest jobs, each at most RENDERED_BYTES (512 KiB in all)
 RENDERED_BYTES = 16 * 1024
 STENCILS = 8  # stencils kept (webhook/stencil.py), each of a body of at most stencil.MAX_BYTES
-# A stencil is made once this many reviews a byte of its body have passed since the last one:
-# compiling one costs about 0.75 us a byte, so making them costs at most 12 us a review.
+# A stencil is tried at most once every len(body) / STENCIL_BYTES_PER_REVIEW reviews: compiling
+# one costs about 0.75 us a byte, so making them costs at most 12 us a review.
 STENCIL_BYTES_PER_REVIEW = 16
 _PLACEHOLDER = JOB_PLACEHOLDER.encode()
 _PLACEHOLDER_JSON = orjson.dumps(JOB_PLACEHOLDER)
@@ -175,7 +175,7 @@ class Plans:
         if read is None:
             return None
         uid, pod, name_json = read
-        answer = self._job_answer(s.entry, name_json) if name_json else s.entry
+        answer = self._job_answer(s.entry, name_json)
         if answer is None:
             return None  # over the patch limit with this job's name: the engine denies it
         self.hits += 1
@@ -201,7 +201,7 @@ class Plans:
             entry = self.answers.get(key) if key is not None else None
         if entry is None or any(s.key == key for s in self.stencils):
             return
-        new = stencil.make(body, q, entry, key, shared, self.values_read)
+        new = stencil.make(body, q, entry, key, shared)
         if new is not None:
             self.stencils_made += 1
             self.stencils.insert(0, new)

@@ -184,9 +184,14 @@ _PLACEHOLDER = JOB_PLACEHOLDER.encode()
 _ANNOTATIONS_READ = frozenset(ANNOTATIONS_READ)
 # A name of these characters (all a Kubernetes label value may hold) can be spelled otherwise in
 # JSON only with \uXXXX escapes of them; the placeholder with those, or with \/ for its '/'.
-_PLAIN_NAME = re.compile(r"[A-Za-z0-9._-]+")
+_PLAIN_NAME_JSON = re.compile(rb'"[A-Za-z0-9._-]+"')
 _PLAIN_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-/")
 _UNICODE_ESCAPE = re.compile(rb"\\u([0-9A-Fa-f]{4})")
+
+
+def plain(name_json: bytes) -> bool:
+    """Whether the job's name serialised as ``name_json`` is of the plain characters alone."""
+    return _PLAIN_NAME_JSON.fullmatch(name_json) is not None
 
 
 def _hiding_escape(key: bytes) -> bool:
@@ -252,14 +257,26 @@ class Quick:
         replaced = sum(1 for label in JOB_LABELS if self._labels.get(label) == self.job)
         if self.name_json in key or key.count(_PLACEHOLDER) != replaced:
             return False
-        return b"\\" not in key or (_PLAIN_NAME.fullmatch(self.job) is not None and not _hiding_escape(key))
+        return b"\\" not in key or (plain(self.name_json) and not _hiding_escape(key))
 
     def may_share(self, key: bytes) -> bool:
         """Whether this pod may take the answer kept under the shared job key ``key`` (its other
         checks held for the pod it was kept for, :meth:`shareable`): its job's name stands nowhere
         in the key, and no escape in it could spell the name (the kept pod's check covers a plain
         name; a name of other characters takes a key without escapes)."""
-        return self.name_json not in key and (b"\\" not in key or _PLAIN_NAME.fullmatch(self.job) is not None)
+        return self.name_json not in key and (b"\\" not in key or plain(self.name_json))
+
+    def values_left_out(self) -> dict[str, list[list[bool]]]:
+        """Of each container and init container, by env entry: whether the projected key leaves
+        its value out (no rule reads it); empty when the projection fails."""
+        if self._projected is None:
+            self._projected = self._project()
+        if self._projected is False:
+            return {}
+        return {
+            field: [[isinstance(e, str) for e in c.env or ()] for c in getattr(self._projected, field) or ()]
+            for field in ("containers", "initContainers")
+        }
 
     def _project(self) -> object:
         spec, values_read = self.spec, self._values_read

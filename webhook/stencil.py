@@ -16,7 +16,7 @@ Exact, as the keys are:
   made from (a body with a key written with an escape, or one key twice in an object, makes no
   stencil).
 - Holes are the strings no rule reads (:data:`webhook.engine.SPEC_READ`, ``LABELS_READ``,
-  ``ANNOTATIONS_READ``, :func:`webhook.engine.env_value_read`), read out for the record (the
+  ``ANNOTATIONS_READ``, and the env values the projected key leaves out), read out for the record (the
   uid, the pod's names), or the job's name of an answer the jobs of a shape share: there the
   checks of :meth:`webhook.quick.Quick.may_share` are made on the name read out.
 - Matching is one pass of :mod:`re` over literal bytes and possessive classes, with nothing to
@@ -32,17 +32,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-import msgspec
-
 from trainyard.contract.names import JOB_LABELS
 from webhook import quick
-from webhook.engine import ANNOTATIONS_READ, LABELS_READ, SPEC_READ, env_value_read
+from webhook.engine import ANNOTATIONS_READ, LABELS_READ, SPEC_READ
 from webhook.review import NOT_JSON
 
 MAX_BYTES = 16 * 1024
 _HOLE = rb"[\x20\x21\x23-\x5b\x5d-\x7e]"  # printable ASCII but '"' and '\': a string's bytes as they are
 _IN_HOLE = re.compile(_HOLE + rb"*+")
-_PLAIN_NAME = re.compile(rb"[A-Za-z0-9._-]+")  # quick._PLAIN_NAME, of bytes
 # JSON's tokens in a body already decoded: a string, a bracket or separator, a number or literal
 # (whitespace between them is skipped).
 _TOKEN = re.compile(rb'"(?:[^"\\]++|\\.)*+"|[{}\[\]:,]|[^\s"{}\[\]:,]++', re.S)
@@ -70,7 +67,6 @@ class Stencil:
     escapes: bool  # the key holds a backslash
     namespace: str
     entry: object
-    size: int  # of the body it was made from
 
     def read(self, body: bytes) -> tuple[str, str, bytes] | None:
         """The uid, the pod name and the job's name as JSON (``b""`` when the answer is the pod's
@@ -86,7 +82,7 @@ class Stencil:
                 if held[other] != job:
                     return None
             name_json = b'"' + job + b'"'  # orjson.dumps of the name: a hole needs no escape
-            if name_json in self.strings or (self.escapes and _PLAIN_NAME.fullmatch(job) is None):
+            if name_json in self.strings or (self.escapes and not quick.plain(name_json)):
                 return None  # as Quick.may_share
         pod = b""
         for name in self.names:
@@ -96,14 +92,12 @@ class Stencil:
         return held[self.uid].decode(), pod.decode(), name_json
 
 
-def make(
-    body: bytes, q: quick.Quick, entry: object, key: bytes, shared: bool, values_read: frozenset
-) -> Stencil | None:
+def make(body: bytes, q: quick.Quick, entry: object, key: bytes, shared: bool) -> Stencil | None:
     """The stencil of ``body`` (read as ``q``), answered with ``entry`` (kept under ``key``);
     ``shared``: the job's name is a hole. None when the body cannot make one."""
     if len(body) > MAX_BYTES:
         return None
-    walk = _Walk(q.job if shared else None, _env_names(q.spec), values_read)
+    walk = _Walk(q.job if shared else None, q.values_left_out())
     try:
         if not walk.run(body):
             return None
@@ -137,28 +131,14 @@ def make(
         escapes=b"\\" in key,
         namespace=q.namespace,
         entry=entry,
-        size=len(body),
     )
-
-
-def _env_names(spec: object) -> dict[bytes, list[list[str]]]:
-    """The names of each container's env, by the spec's field (containers, initContainers)."""
-    names = {}
-    for field in (b"containers", b"initContainers"):
-        raw = getattr(spec, field.decode())
-        try:
-            containers = quick.decode_containers(raw) if raw is not msgspec.UNSET else None
-        except (*NOT_JSON, RecursionError):
-            containers = None
-        names[field] = [[e.name for e in c.env or ()] for c in containers or ()]
-    return names
 
 
 class _Walk:
     """The holes of a body, found walking its JSON tokens with the path of each value."""
 
-    def __init__(self, job: str | None, env: dict[bytes, list[list[str]]], values_read: frozenset) -> None:
-        self.job, self.env, self.values_read = job, env, values_read
+    def __init__(self, job: str | None, left_out: dict[str, list[list[bool]]]) -> None:
+        self.job, self.left_out = job, left_out  # the env values the projected key leaves out
         self.holes: list[tuple[int, int, int]] = []  # start, end (a string's bytes), kind
 
     def run(self, body: bytes) -> bool:
@@ -230,8 +210,7 @@ class _Walk:
             name = field.decode()
             if name not in _SPEC_READ:
                 return FREE
-            if len(path) == 8 and path[5] == b"env" and path[7] == b"value" and field in self.env:
-                env = self.env[field][path[4]][path[6]]
-                return None if env_value_read(env, self.values_read) else FREE
+            if len(path) == 8 and path[5] == b"env" and path[7] == b"value" and name in self.left_out:
+                return FREE if self.left_out[name][path[4]][path[6]] else None
             return None
         return FREE if part == b"status" else None

@@ -221,7 +221,7 @@ def test_a_name_read_out_spelled_with_an_escape_makes_no_stencil(policies):
     ],
 )
 def test_a_body_whose_keys_are_not_as_msgspec_reads_them_makes_no_stencil(body):
-    walk = stencil._Walk(None, {}, frozenset())
+    walk = stencil._Walk(None, {})
     assert walk.run(body) is False
 
 
