@@ -102,11 +102,9 @@ def main() -> int:
             flush=True,
         )
     trainers = [r for r in rows if r[1] == "mutate"]
-    mix_engine = len(trainers) / sum(1 / r[4] for r in trainers)
-    mix_review = len(trainers) / sum(1 / r[5] for r in trainers)
-    mix_kept = len(trainers) / sum(1 / r[6] for r in trainers)
-    mix_quick = len(trainers) / sum(1 / r[7] for r in trainers)
-    mix_fitted = len(trainers) / sum(1 / r[8] for r in trainers)
+    mix_engine, mix_review, mix_kept, mix_quick, mix_fitted = (
+        len(trainers) / sum(1 / r[column] for r in trainers) for column in range(4, 9)
+    )  # the rate of an equal mix of the trainer pods: the harmonic mean of theirs
     lines = [
         f"Engine on one core, Python {sys.version.split()[0]}, median of 5 rounds of {args.seconds:g} s.",
         "",
