@@ -27,8 +27,8 @@ sys.path.insert(0, str(ROOT))
 
 from results import publish  # noqa: E402
 
-from trainyard.repo import repository  # noqa: E402
-from trainyard.repo.newjob import JobRequest, create  # noqa: E402
+from trainyard.repo.jobs.newjob import JobRequest, create  # noqa: E402
+from trainyard.repo.model import repository  # noqa: E402
 
 COPIED = ("base", "clusters", "overlays", "policies")
 KINDS = ("trainjob", "pytorch", "trainjob", "tf")

@@ -6,6 +6,10 @@ floor 2  trainyard.repo              floors 0-1
 floor 3  trainyard.sandbox           floors 0-2
 top      trainyard.cli               everything
 
+Floor 2 has rooms, ordered the same way (trainyard/repo/__init__.py says what each holds):
+
+model < upstream < generate < jobs < validate < the commands (trainyard/repo/cli.py, render.py)
+
 Every import in every module is read from the source (AST), the imports inside functions too, so
 a lazy import cannot hide an inverted floor. The images copy only the floors they run: the import
 closure of each image's packages must lie within what its Dockerfile copies.
@@ -27,10 +31,14 @@ TOP = 4
 
 # The third-party packages each floor-1 package may import: what its extra installs (pyproject.toml).
 THIRD_PARTY = {
-    "webhook": {"fastapi", "starlette", "uvicorn", "uvloop", "orjson", "msgspec", "pydantic", "yaml", "jsonpatch",
+    "webhook": {"fastapi", "starlette", "uvicorn", "uvloop", "orjson", "pydantic", "yaml", "jsonpatch",
                 "prometheus_client", "cryptography"},
     "trainer": {"torch", "numpy"},
 }  # fmt: skip
+
+# The rooms of floor 2, bottom to top; a module of trainyard.repo outside them is one of the commands.
+ROOMS = ("model", "upstream", "generate", "jobs", "validate")
+COMMANDS = ("cli", "render")
 
 
 def floor_of(module: str) -> int | None:
@@ -78,8 +86,39 @@ def imports_of(source: str, module: str) -> list[Import]:
     return out
 
 
+def room_of(module: str) -> int | None:
+    """The room of a module of trainyard.repo (len(ROOMS): the commands), None for anything else
+    (the package trainyard.repo itself included: importing it runs only its docstring)."""
+    parts = module.split(".")
+    if parts[:2] != ["trainyard", "repo"] or len(parts) < 3:
+        return None
+    return ROOMS.index(parts[2]) if parts[2] in ROOMS else len(ROOMS)
+
+
+def room_name(room: int) -> str:
+    return ROOMS[room] if room < len(ROOMS) else "commands"
+
+
+def room_violations(imp: Import) -> list[str]:
+    """An import from a room of trainyard.repo into a higher one; ``from trainyard.repo import x``
+    is read as an import of trainyard.repo.x."""
+    mine = room_of(imp.module)
+    if mine is None:
+        return []
+    targets = [imp.target] if room_of(imp.target) is not None else []
+    if imp.target == "trainyard.repo":
+        targets = [f"{imp.target}.{name}" for name in imp.names]
+    found = []
+    for target in targets:
+        theirs = room_of(target)
+        if theirs is not None and theirs > mine:
+            found.append(f"{imp.module}:{imp.line} imports {target}: "
+                         f"room {room_name(mine)} may not import room {room_name(theirs)}")  # fmt: skip
+    return found
+
+
 def violations(imports: list[Import]) -> list[str]:
-    """Every import that points up a floor, across floor 1, or out of what a floor may use."""
+    """Every import that points up a floor or a room, across floor 1, or out of what a floor may use."""
     found = []
     stdlib = sys.stdlib_module_names
     for imp in imports:
@@ -96,6 +135,7 @@ def violations(imports: list[Import]) -> list[str]:
             continue
         if mine is None:
             continue
+        found += room_violations(imp)
         if theirs > mine:
             found.append(f"{where}: floor {mine} may not import {theirs}")
         elif mine == theirs == 1 and imp.module.split(".")[0] != top:
@@ -119,17 +159,48 @@ def test_every_import_points_down():
     ("module", "source", "message"),
     [
         ("webhook.engine", "from trainyard.repo import validate", "floor 1 may not import 2"),
-        ("trainyard.repo.preview", "def f():\n    from trainyard.sandbox import demo", "floor 2 may not import 3"),
+        ("trainyard.repo.jobs.preview", "def f():\n    from trainyard.sandbox import demo", "floor 2 may not import 3"),
         ("trainyard.contract.names", "import yaml", "floor 0 uses the standard library only"),
-        ("trainyard.contract.k8s", "from trainyard.repo.rendered import Resource", "floor 0 may not import 2"),
+        ("trainyard.contract.k8s", "from trainyard.repo.model.rendered import Resource", "floor 0 may not import 2"),
         ("trainer.loop", "from webhook.engine import admit", "never import each other"),
         ("webhook.app", "import httpx", "not a package of the webhook extra"),
         ("trainer.launch", "import yaml", "not a package of the trainer extra"),
+        ("trainyard.repo.model.kustomize", "from trainyard.repo.upstream import argocd",
+         "room model may not import room upstream"),
+        ("trainyard.repo.upstream.vap", "def f():\n    from trainyard.repo.jobs.preview import preview",
+         "room upstream may not import room jobs"),
+        ("trainyard.repo.generate.runtimes", "from trainyard.repo import model, validate",
+         "room generate may not import room validate"),
+        ("trainyard.repo.validate.jobs", "import trainyard.repo.cli", "room validate may not import room commands"),
+        ("trainyard.repo.jobs.preview", "from ..validate import jobs", "room jobs may not import room validate"),
     ],
-)
+)  # fmt: skip
 def test_an_inverted_import_is_found(module, source, message):
     found = violations(imports_of(source, module))
     assert len(found) == 1 and message in found[0], found
+
+
+@pytest.mark.parametrize(
+    ("module", "source"),
+    [
+        ("trainyard.repo.upstream.vap", "from trainyard.repo.upstream import rbac"),
+        ("trainyard.repo.jobs.preview", "from trainyard.repo.model import kustomize"),
+        ("trainyard.repo.cli", "from trainyard.repo import validate"),
+        ("trainyard.repo.render", "from trainyard.repo.upstream.argocd import render"),
+        ("trainyard.sandbox.demo", "from trainyard.repo.jobs import preview"),
+    ],
+)
+def test_a_downward_or_sideways_import_is_allowed(module, source):
+    assert violations(imports_of(source, module)) == []
+
+
+def test_every_room_is_ordered():
+    """A new sub-package of trainyard.repo takes its place in ROOMS, and only the commands sit
+    beside them, so that no module escapes the order."""
+    repo = ROOT / "trainyard" / "repo"
+    packages = {p.name for p in repo.iterdir() if (p / "__init__.py").is_file()}
+    modules = {p.stem for p in repo.glob("*.py")} - {"__init__"}
+    assert (packages, modules) == (set(ROOMS), set(COMMANDS))
 
 
 def copied_paths(dockerfile: Path) -> set[str]:

@@ -24,6 +24,7 @@ from trainyard.contract.names import (
     ENV_FABRIC,
     ENV_SHM_BYTES,
     ENV_SHM_PATH,
+    NETWORKS_ANNOTATION,
     OPT_OUT_ANNOTATION,
     SHM_PATH,
     TRANSPORTS,
@@ -201,7 +202,7 @@ def check_interface(env: Mapping[str, str]) -> Check:
             "interface",
             "fail",
             f"NCCL_SOCKET_IFNAME={value}: no interface matches ({spec.describe()}); present: {present}",
-            "the pod has no fabric interface: check its k8s.v1.cni.cncf.io/networks annotation, that the "
+            f"the pod has no fabric interface: check its {NETWORKS_ANNOTATION} annotation, that the "
             "NetworkAttachmentDefinition exists in the pod's namespace, and the network-status annotation "
             "Multus wrote (kubectl describe pod)",
         )

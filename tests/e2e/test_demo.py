@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.trainyard.conftest import REPO_ROOT
+from tests.trainyard.repo.conftest import REPO_ROOT
 from trainyard.sandbox.localpods import STATE_DIR
 
 STEPS, EVERY = 60, 10

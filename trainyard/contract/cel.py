@@ -18,6 +18,7 @@ from trainyard.contract.images import cel_matches
 from trainyard.contract.names import (
     FABRIC_LABEL,
     MIRROR_ANNOTATION,
+    NETWORKS_ANNOTATION,
     OPT_OUT_ANNOTATION,
     OPT_OUT_GROUP,
     OPT_OUT_RESOURCE,
@@ -89,8 +90,8 @@ def fabric(obj: str, default: str = "params.data.defaultFabric") -> str:
 
 def networks(obj: str) -> str:
     """The Multus networks annotation of ``obj``, or ''."""
-    key = "k8s.v1.cni.cncf.io/networks"
-    return f"{_has_key(obj, 'annotations', key)} ? {obj}.metadata.annotations['{key}'] : ''"
+    annotation = f"{obj}.metadata.annotations['{NETWORKS_ANNOTATION}']"
+    return f"{_has_key(obj, 'annotations', NETWORKS_ANNOTATION)} ? {annotation} : ''"
 
 
 def attached(fabric_expr: str, networks_expr: str) -> str:

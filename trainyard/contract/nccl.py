@@ -44,7 +44,7 @@ class NcclVersion:
 
 # The NCCL of the trainer image: trainer/Dockerfile installs torch 2.13.0 from PyPI, whose wheel
 # requires nvidia-nccl-cu13==2.29.7 (its Requires-Dist), pins that package and checks it at build
-# time; tests/trainyard/test_nccl_lint.py checks that the Dockerfile says the same as this line.
+# time; tests/contract/test_nccl_lint.py checks that the Dockerfile says the same as this line.
 TRAINER_NCCL = NcclVersion(2, 29, 7)
 
 # Releases where a variable's meaning changed (NVIDIA/nccl release commits and env.rst at v2.30.7-1).

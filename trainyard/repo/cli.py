@@ -116,7 +116,8 @@ def _print_problems(problems: list, *, quiet: bool) -> None:
 
 
 def _render(args: argparse.Namespace) -> int:
-    from trainyard.repo import render, repository
+    from trainyard.repo import render
+    from trainyard.repo.model import repository
 
     repo = repository.load()
     text, _ = render.render(repo, args.cluster or None, Path(args.out) if args.out else None)
@@ -125,18 +126,20 @@ def _render(args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from trainyard.repo import generate, repository, validate
+    from trainyard.repo import validate
+    from trainyard.repo.generate import files
+    from trainyard.repo.model import repository
 
     repo = repository.load()
     if args.check:
-        stale = generate.stale(repo)
+        stale = files.stale(repo)
         for path, problem in stale:
             print(f"{path}: {problem}", file=sys.stderr)
         if stale:
             raise validate.ValidationFailed(f"{len(stale)} generated file(s) out of date; run trainyard generate")
         print("every generated file is up to date")
         return 0
-    changed = generate.write(repo)
+    changed = files.write(repo)
     for path in changed:
         print(f"wrote {path}" if (repo.root / path).exists() else f"deleted {path}")
     if not changed:
@@ -145,7 +148,8 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from trainyard.repo import build_cache, kustomize, repository, validate
+    from trainyard.repo import validate
+    from trainyard.repo.model import build_cache, kustomize, repository
 
     repo = repository.load()
     if not args.no_cache:
@@ -153,7 +157,7 @@ def _validate(args: argparse.Namespace) -> int:
     clusters = [repo.require_cluster(c) for c in args.cluster] or None
     jobs = None
     if args.changed_since is not None:
-        from trainyard.repo import changes
+        from trainyard.repo.model import changes
 
         scope = changes.scope(repo, changes.changed_files(repo.root, args.changed_since))
         for line in scope.describe(args.changed_since):
@@ -175,7 +179,8 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _preview(args: argparse.Namespace) -> int:
-    from trainyard.repo import preview, repository
+    from trainyard.repo.jobs import preview
+    from trainyard.repo.model import repository
 
     repo = repository.load()
     jobs = preview.preview_path(repo, args.path)
@@ -194,7 +199,9 @@ def _preview(args: argparse.Namespace) -> int:
 
 
 def _new_job(args: argparse.Namespace) -> int:
-    from trainyard.repo import newjob, preview, repository, validate
+    from trainyard.repo import validate
+    from trainyard.repo.jobs import newjob, preview
+    from trainyard.repo.model import repository
 
     repo = repository.load()
     req = newjob.JobRequest(

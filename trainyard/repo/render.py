@@ -7,8 +7,8 @@ from pathlib import Path
 import yaml
 
 from trainyard.contract.errors import UserError
-from trainyard.repo import argocd
-from trainyard.repo.repository import Repository
+from trainyard.repo.model.repository import Repository
+from trainyard.repo.upstream import argocd
 
 
 class RenderFailed(UserError):

@@ -4,7 +4,7 @@
 2. Start the fabric webhook with the cluster's profile, over TLS with fresh certificates.
 3. Expand the demo job (``overlays/dev/jobs/smoke-ddp``, a TrainJob) into the pods its
    controllers create (Kueue admits it, Kubeflow Trainer builds the JobSet from the cluster's
-   runtime, JobSet and the Job controller create the pods: trainyard.repo.preview), send each to
+   runtime, JobSet and the Job controller create the pods: trainyard.repo.jobs.preview), send each to
    the webhook as an AdmissionReview over HTTPS as kube-apiserver does, apply the patch, check
    the result with the ValidatingAdmissionPolicy's CEL and the Kubernetes schema, then name the
    pod (``generateName``) as the API server does and lift Kueue's topology gate as its ungater
@@ -23,8 +23,8 @@
 
 ``--admission policy`` runs the other admission mode instead, offline and in seconds: after step 1,
 the job's pods go through the cluster's MutatingAdmissionPolicies (their CEL evaluated by a compiled
-CEL runtime, trainyard.repo.mutating_policy) and through the webhook's engine; the demo shows what
-each policy did, that both give the same pod, that a second pass changes nothing and that the
+CEL runtime, trainyard.repo.generate.mutating_harness) and through the webhook's engine; the demo shows
+what each policy did, that both give the same pod, that a second pass changes nothing and that the
 ValidatingAdmissionPolicy admits the result. No webhook, pods or training. A cluster in webhook mode
 is shown what base/mutating-policy would do there with its own parameters.
 
@@ -56,8 +56,12 @@ from trainyard.contract import reports
 from trainyard.contract.argv import split_passthrough
 from trainyard.contract.errors import EXIT_INTERRUPTED, UserError
 from trainyard.contract.names import KUEUE_TOPOLOGY_GATE, SHM_VOLUME, TRAINER_REPOSITORY
-from trainyard.repo import cluster_facts, jobset, mutating_policy, preview, repository, schema, validate, vap
-from trainyard.repo.rendered import tree_copy
+from trainyard.repo import validate
+from trainyard.repo.generate import mutating_harness, mutating_policy
+from trainyard.repo.jobs import preview
+from trainyard.repo.model import rendered_facts, repository, schema
+from trainyard.repo.model.rendered import tree_copy
+from trainyard.repo.upstream import jobset, vap
 from trainyard.sandbox.localpods import LocalCluster, LocalPod
 from trainyard.sandbox.processes import training_workers
 from trainyard.sandbox.webhook_process import LocalWebhook
@@ -394,7 +398,7 @@ def render_and_validate(repo: repository.Repository, args: argparse.Namespace, s
     ctx = preview.load_context(repo, args.cluster, resources)
     summary.profile = ctx.profile
     say(f"      {len(render.apps)} Applications, {len(resources)} objects, 0 errors; fabric profile {ctx.profile}")
-    return jobs[args.job], ctx, cluster_facts.collect(resources)
+    return jobs[args.job], ctx, rendered_facts.collect(resources)
 
 
 def job_pods(
@@ -417,7 +421,7 @@ def job_pods(
     return pods, cfg
 
 
-def local_cluster(work: Path, facts: cluster_facts.Facts, args: argparse.Namespace, summary: Summary) -> LocalCluster:
+def local_cluster(work: Path, facts: rendered_facts.Facts, args: argparse.Namespace, summary: Summary) -> LocalCluster:
     base_env = {
         "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
         "HOME": str(work),
@@ -543,7 +547,7 @@ def run_policy(args: argparse.Namespace) -> int:
         path = ROOT / mutating_policy.FOLDER / mutating_policy.FILE
         say(f"[2/3] policies: cluster {args.cluster} runs the webhook (admission: webhook); {path.relative_to(ROOT)}")
         say("      shows what its MutatingAdmissionPolicies would do with its parameters in policy mode")
-        harness = mutating_policy.Harness(list(yaml.safe_load_all(path.read_text(encoding="utf-8"))))
+        harness = mutating_harness.Harness(list(yaml.safe_load_all(path.read_text(encoding="utf-8"))))
     else:
         say(f"[2/3] policies: cluster {args.cluster} applies the fabric by policy (admission: policy), no webhook:")
     count = len(harness.policies)
@@ -553,9 +557,9 @@ def run_policy(args: argparse.Namespace) -> int:
     offered = {k.removeprefix("fabric."): v for k, v in data.items() if k.startswith("fabric.")}
     failed = []
     for pod in jp.pods:
-        before = mutating_policy.normalise(pod.before)
+        before = mutating_harness.normalise(pod.before)
         namespace = before["metadata"].get("namespace") or "default"
-        c = mutating_policy.compare(harness, ctx.policies, before, namespace, ctx.profile)
+        c = mutating_harness.compare(harness, ctx.policies, before, namespace, ctx.profile)
         outcome = harness.admit(before, namespace=namespace, default=ctx.profile, offered=offered)
         again = harness.admit(outcome.pod, namespace=namespace, default=ctx.profile, offered=offered)
         verdict = vap.check(outcome.pod, ctx.params, ctx.policy)

@@ -67,7 +67,7 @@ from trainyard.contract.k8s import expand
 from trainyard.contract.names import NETWORKS_ANNOTATION, SHM_PATH
 from trainyard.contract.nccl import GLOO_SOCKET_IFNAME, SOCKET_IFNAME
 from trainyard.contract.quantity import parse_quantity
-from trainyard.repo import nad
+from trainyard.repo.model import nad
 from trainyard.sandbox.processes import descendants
 
 STATE_DIR = Path("/run/trainyard-localpods")

@@ -1,12 +1,12 @@
 """``trainyard validate``: everything a pull request must get right, checked offline.
 
-Per cluster, on what the emulated Argo CD renders (:mod:`trainyard.repo.argocd`):
+Per cluster, on what the emulated Argo CD renders (:mod:`trainyard.repo.upstream.argocd`):
 
 - every folder renders with kustomize; built-in kinds pass kubernetes-validate (strict, 1.30);
   cluster-scoped objects carry no namespace; namespaced objects land in a namespace that exists
   by then;
 - Kubeflow jobs: every replica's pod template passes as a PodTemplateSpec, the Training
-  Operator's own admission rules hold (:func:`trainyard.repo.training_operator.admission_problems`), no
+  Operator's own admission rules hold (:func:`trainyard.repo.upstream.training_operator.admission_problems`), no
   ``runPolicy.ttlSecondsAfterFinished`` (it fights Argo CD, see base/apps/jobs.yaml), job names
   and the operator's pod names unique in the cluster;
 - the webhook's default profile exists in policies/, its network exists as a
@@ -34,10 +34,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainyard.contract.errors import CheckFailed, UserError
-from trainyard.repo import argocd, cluster_facts, declared, generate, preview
-from trainyard.repo.problems import Problem, error, warning
-from trainyard.repo.rendered import Resource
-from trainyard.repo.repository import POLICIES, Repository
+from trainyard.repo.generate import files
+from trainyard.repo.jobs import preview
+from trainyard.repo.model import declared, rendered_facts
+from trainyard.repo.model.problems import Problem, error, warning
+from trainyard.repo.model.rendered import Resource
+from trainyard.repo.model.repository import POLICIES, Repository
+from trainyard.repo.upstream import argocd
 from webhook.policy import PolicySet, load_policies
 
 __all__ = ["ClusterCheck", "Report", "ValidationFailed", "summary", "validate", "write_previews"]
@@ -76,7 +79,7 @@ class ClusterCheck:
         self.cluster = self.render.cluster
         self.problems = [Problem(p.severity, p.where, p.message, p.obj, self.cluster) for p in self.render.problems]
         self.resources: list[Resource] = self.render.resources()
-        self.facts = cluster_facts.collect(self.resources)
+        self.facts = rendered_facts.collect(self.resources)
         self.declared: declared.ClusterFacts | None = None
         try:
             self.declared = declared.load(self.repo, self.cluster)
@@ -103,9 +106,9 @@ def validate(
     report = Report()
     policies = load_policies(repo.root / POLICIES)
     try:
-        report.problems += [error(path, message) for path, message in generate.stale(repo)]
+        report.problems += [error(path, message) for path, message in files.stale(repo)]
     except UserError as exc:  # a source itself is wrong: reported by the cluster checks too
-        report.problems.append(error(generate.RUNTIMES.as_posix(), f"cannot check the generated files: {exc}"))
+        report.problems.append(error(files.RUNTIMES.as_posix(), f"cannot check the generated files: {exc}"))
     for cluster in clusters or repo.clusters():
         if only_jobs is not None and cluster not in only_jobs:
             continue

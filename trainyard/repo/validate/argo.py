@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import re
 
-from trainyard.repo import argocd, schema
-from trainyard.repo.rendered import CLUSTER_SCOPED, Resource
-from trainyard.repo.repository import normalize_url
+from trainyard.repo.model import schema
+from trainyard.repo.model.rendered import CLUSTER_SCOPED, Resource
+from trainyard.repo.model.repository import normalize_url
+from trainyard.repo.upstream import argocd
 from trainyard.repo.validate import ClusterCheck
 
 ARGO_GROUP = "argoproj.io"

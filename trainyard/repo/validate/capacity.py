@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from trainyard.repo import capacity, preview
+from trainyard.repo.jobs import placement, preview
 from trainyard.repo.validate import ClusterCheck
 
 
 def check_capacity(ctx: ClusterCheck) -> None:
     quotas = {
-        (r.namespace or "default", r.name): (r, capacity.quota_hard(r.doc))
+        (r.namespace or "default", r.name): (r, placement.quota_hard(r.doc))
         for r in ctx.resources
         if r.kind == "ResourceQuota" and not r.group
     }
@@ -31,11 +31,11 @@ def check_capacity(ctx: ClusterCheck) -> None:
         ns = jp.job.namespace or "default"
         usage: dict[str, Decimal] = {}
         for pod in jp.pods:
-            capacity.add(usage, capacity.pod_usage(pod.after))
+            placement.add(usage, placement.pod_usage(pod.after))
         for (qns, name), (quota, hard) in quotas.items():
             if qns != ns:
                 continue
-            short = capacity.over(usage, hard)
+            short = placement.over(usage, hard)
             if short:
                 ctx.err(
                     jp.job.where(),
@@ -44,10 +44,10 @@ def check_capacity(ctx: ClusterCheck) -> None:
                     "it can never run whole; make it smaller",
                     jp.job.describe(),
                 )
-        capacity.add(totals.setdefault(ns, {}), usage)
+        placement.add(totals.setdefault(ns, {}), usage)
         jobs.setdefault(ns, []).append(jp.job.name)
     for (ns, name), (quota, hard) in quotas.items():
-        short = capacity.over(totals.get(ns, {}), hard)
+        short = placement.over(totals.get(ns, {}), hard)
         if short and len(jobs.get(ns, [])) > 1:
             ctx.warn(
                 quota.where(),
@@ -63,7 +63,7 @@ def check_nodes(ctx: ClusterCheck, jp: preview.JobPreview) -> None:
         return
     seen: set[str] = set()
     for pod in jp.pods:
-        fit = capacity.node_fit(pod.after, ctx.declared)
+        fit = placement.node_fit(pod.after, ctx.declared)
         if fit.pool is not None or fit.short in seen:
             continue
         seen.add(fit.short)

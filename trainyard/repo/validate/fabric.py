@@ -6,13 +6,16 @@ Kueue topology level each asks for is a level of the cluster's Topology.
 The admission mode the cluster declares (clusters/<cluster>/cluster.yaml ``admission``) is the one
 it renders: ``webhook``, the webhook Deployment and its MutatingWebhookConfiguration; ``policy``, no
 webhook and one MutatingAdmissionPolicy and binding per profile, each exactly as
-trainyard/repo/mutating_policy.py generates it."""
+trainyard/repo/generate/mutating_policy.py generates it."""
 
 from __future__ import annotations
 
 from trainyard.contract import cel
-from trainyard.repo import cluster_facts, kueue, mutating_policy, nad, runtimes, trainjob, vap
-from trainyard.repo.repository import POLICIES
+from trainyard.contract.names import FABRIC_LABEL
+from trainyard.repo.generate import mutating_policy, runtimes
+from trainyard.repo.model import nad, rendered_facts
+from trainyard.repo.model.repository import POLICIES
+from trainyard.repo.upstream import kueue, trainjob, vap
 from trainyard.repo.validate import ClusterCheck
 from webhook.policy import CompiledProfile
 
@@ -65,12 +68,12 @@ def check_fabric(ctx: ClusterCheck) -> None:
         for problem in vap.compile_policy(f.policy.doc):
             ctx.err(f.policy.where(), problem, f.policy.describe())
         check_rules(ctx)
-    ns = f.namespaces.get(cluster_facts.TRAINING_NAMESPACE)
-    if ns is None or ns.labels.get(cluster_facts.INJECTION_LABEL) != "enabled":
+    ns = f.namespaces.get(rendered_facts.TRAINING_NAMESPACE)
+    if ns is None or ns.labels.get(rendered_facts.INJECTION_LABEL) != "enabled":
         ctx.err(
             ns.where() if ns else f"clusters/{ctx.cluster}",
-            f"namespace {cluster_facts.TRAINING_NAMESPACE} must exist with label "
-            f"{cluster_facts.INJECTION_LABEL}=enabled "
+            f"namespace {rendered_facts.TRAINING_NAMESPACE} must exist with label "
+            f"{rendered_facts.INJECTION_LABEL}=enabled "
             "(the webhook and the admission policy select namespaces by it)",
         )
 
@@ -114,7 +117,7 @@ def check_webhook_match(ctx: ClusterCheck, images: list[str]) -> None:
         probe = {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": "probe", "namespace": cluster_facts.TRAINING_NAMESPACE},
+            "metadata": {"name": "probe", "namespace": rendered_facts.TRAINING_NAMESPACE},
             "spec": {"containers": [{"name": "trainer", "image": f"{img}:1.0"}]},
         }
         if not vap.webhook_matches(f.mutating.doc, probe):
@@ -142,7 +145,7 @@ def check_rules(ctx: ClusterCheck) -> None:
 
 def check_network(ctx: ClusterCheck, profile: CompiledProfile, where_params: str) -> None:
     net = profile.spec.networks[0]
-    ns = net.namespace or cluster_facts.TRAINING_NAMESPACE
+    ns = net.namespace or rendered_facts.TRAINING_NAMESPACE
     found = ctx.facts.nads.get((ns, net.name))
     networks_app = ctx.render.app("trainyard-networks")
     where = networks_app.path if networks_app and networks_app.path else where_params
@@ -199,7 +202,7 @@ def check_runtimes(ctx: ClusterCheck, offered: dict[str, str], where_params: str
                     f"({', '.join(levels)}); add it to spec.topology of clusters/{ctx.cluster}/cluster.yaml",
                 )
     for extra in installed.values():
-        fabric = extra.labels.get("trainyard.dev/fabric")
+        fabric = extra.labels.get(FABRIC_LABEL)
         if fabric and fabric not in offered:
             ctx.err(
                 extra.where(),

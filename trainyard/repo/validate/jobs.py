@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from trainyard.contract.errors import UserError
 from trainyard.contract.names import FABRIC_LABEL, requested_fabric
-from trainyard.repo import mutating_policy, preview, training_operator, trainjob
-from trainyard.repo.rendered import Resource, as_dict, as_list, containers, dig, pod_templates
+from trainyard.repo.generate import mutating_policy
+from trainyard.repo.jobs import preview
+from trainyard.repo.model.rendered import Resource, as_dict, as_list, containers, dig, pod_templates
+from trainyard.repo.upstream import training_operator, trainjob
 from trainyard.repo.validate import ClusterCheck, trainer
 from trainyard.repo.validate.objects import check_env, check_image
 

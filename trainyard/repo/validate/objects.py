@@ -10,8 +10,9 @@ from trainyard.contract.k8s import (
     qualified_name_problem,
 )
 from trainyard.contract.nccl import lint_env
-from trainyard.repo import nad, schema, training_operator, trainjob
-from trainyard.repo.rendered import CLUSTER_SCOPED, Resource, containers, pod_templates
+from trainyard.repo.model import nad, schema
+from trainyard.repo.model.rendered import CLUSTER_SCOPED, Resource, containers, pod_templates
+from trainyard.repo.upstream import training_operator, trainjob
 from trainyard.repo.validate import ClusterCheck
 
 
@@ -84,7 +85,7 @@ def check_metadata(ctx: ClusterCheck, r: Resource, path: str, meta: object) -> N
     """Labels and annotations within Kubernetes' limits (apimachinery ValidateLabels,
     ValidateAnnotations, ValidateAnnotationsSize), on the object as rendered: what a kustomization's
     common labels or several patches add up to. Job folders are also checked line by line before
-    kustomize runs (trainyard.repo.jobfolder)."""
+    kustomize runs (trainyard.repo.model.jobfolder)."""
     if not isinstance(meta, dict):
         return
     labels, annotations = meta.get("labels"), meta.get("annotations")

@@ -14,9 +14,10 @@ what validate checks, and every object of a job folder passes the policies bound
 
 from __future__ import annotations
 
-from trainyard.repo import admission, podsecurity, vap
-from trainyard.repo.argocd import AppRender
-from trainyard.repo.rendered import Resource
+from trainyard.repo.generate import pod_security
+from trainyard.repo.model.rendered import Resource
+from trainyard.repo.upstream import bindings, matching, vap
+from trainyard.repo.upstream.argocd import AppRender
 from trainyard.repo.validate import ClusterCheck
 
 SERVICES_POLICY = "trainyard-job-services"
@@ -45,8 +46,8 @@ def job_apps(ctx: ClusterCheck) -> list[AppRender]:
 def check_security(ctx: ClusterCheck) -> None:
     apps = job_apps(ctx)
     projects = {r.name: r for r in ctx.resources if r.group == "argoproj.io" and r.kind == "AppProject"}
-    labels = admission.namespace_labels(ctx.resources)
-    bound = admission.collect(ctx.resources)
+    labels = bindings.namespace_labels(ctx.resources)
+    bound = bindings.collect(ctx.resources)
     namespaces: set[str] = set()
     for name in sorted({ar.app.project for ar in apps}):
         project = projects.get(name)
@@ -69,7 +70,7 @@ def check_security(ctx: ClusterCheck) -> None:
                     "Applications would overwrite each other's version of it; rename it",
                     r.describe(),
                 )
-            for failure in admission.evaluate(bound, r.doc, labels):
+            for failure in bindings.evaluate(bound, r.doc, labels):
                 policy, _, message = failure.partition(": ")
                 ctx.err(r.where(), f"the admission policy {policy} rejects it: {message}", r.describe())
 
@@ -106,17 +107,17 @@ def check_jobs_project(ctx: ClusterCheck, project: Resource) -> set[str]:
     return out
 
 
-def check_namespace(ctx: ClusterCheck, ns: str, labels: Labels, bound: list[admission.Bound]) -> None:
+def check_namespace(ctx: ClusterCheck, ns: str, labels: Labels, bound: list[bindings.Bound]) -> None:
     where = f"overlays/{ctx.cluster}/platform/namespaces"
     ns_labels = labels.get(ns)
     if ns_labels is None:
         ctx.err(where, f"namespace {ns}, where job folders deploy, is created by no Application of this cluster")
         return
-    for policy, resource in ((podsecurity.NAME, "pods"), (SERVICES_POLICY, "services")):
-        request = vap.MatchRequest(resource=resource, namespace_labels=ns_labels)
+    for policy, resource in ((pod_security.NAME, "pods"), (SERVICES_POLICY, "services")):
+        request = matching.MatchRequest(resource=resource, namespace_labels=ns_labels)
         probe = {"apiVersion": "v1", "metadata": {"name": "probe", "namespace": ns}}
         found = [b for b in bound if b.name == policy]
-        if not any(vap.binding_applies(b.policy.doc, b.binding.doc, probe, request) and vap.denies(b.binding.doc)
+        if not any(matching.binding_applies(b.policy.doc, b.binding.doc, probe, request) and vap.denies(b.binding.doc)
                    for b in found):  # fmt: skip
             ctx.err(
                 where,
@@ -124,11 +125,11 @@ def check_namespace(ctx: ClusterCheck, ns: str, labels: Labels, bound: list[admi
                 "with validationActions [Deny]; its kustomization must include base/namespaces (which brings "
                 "base/pod-security and base/job-services) and the binding must select the namespace",
             )
-    rendered = next((b.policy for b in bound if b.name == podsecurity.NAME), None)
-    if rendered is not None and rendered.doc != podsecurity.policy(ctx.policies):
+    rendered = next((b.policy for b in bound if b.name == pod_security.NAME), None)
+    if rendered is not None and rendered.doc != pod_security.policy(ctx.policies):
         ctx.err(
             rendered.where(),
-            f"ValidatingAdmissionPolicy {podsecurity.NAME} differs from what policies/ generates: do not patch it; "
+            f"ValidatingAdmissionPolicy {pod_security.NAME} differs from what policies/ generates: do not patch it; "
             "change the profiles and run trainyard generate",
             rendered.describe(),
         )
@@ -137,7 +138,7 @@ def check_namespace(ctx: ClusterCheck, ns: str, labels: Labels, bound: list[admi
         ctx.err(
             where,
             f"namespace {ns}: PodSecurity enforce {level} refuses the IPC_LOCK capability the webhook gives every "
-            f"trainer pod; enforce privileged there ({podsecurity.NAME} enforces baseline plus the fabric instead)",
+            f"trainer pod; enforce privileged there ({pod_security.NAME} enforces baseline plus the fabric instead)",
         )
     for mode, key in PSA_LEVELS.items():
         if ns_labels.get(key) not in ("baseline", "restricted"):

@@ -1,5 +1,5 @@
 """Checks of the trainer in a job's pods: its arguments, parsed by the trainer's own parser with the
-world-size arithmetic (:mod:`trainyard.repo.trainerargs`), and one image for every replica.
+world-size arithmetic (:mod:`trainyard.repo.jobs.trainerargs`), and one image for every replica.
 
 A job whose pods run the trainer image in some replicas and another image (a lookalike such as
 ``registry.example.com/ml/my-trainer``) in the same container of others is an error naming the
@@ -12,8 +12,8 @@ meant (an image of its own), but it gets no fabric at all.
 from __future__ import annotations
 
 from trainyard.contract.images import parse_image
-from trainyard.repo import preview, trainerargs
-from trainyard.repo.rendered import as_dict, as_list
+from trainyard.repo.jobs import preview, trainerargs
+from trainyard.repo.model.rendered import as_dict, as_list
 from trainyard.repo.validate import ClusterCheck
 
 

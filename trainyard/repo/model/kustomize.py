@@ -1,0 +1,253 @@
+"""The real kustomize: ``kustomize build`` if it is on PATH, else ``kubectl kustomize``.
+
+:func:`build` renders one folder and records, for every object, the file it was defined in:
+the folder is built through a throw-away kustomization that lists it as its only resource and
+asks for ``buildMetadata: [originAnnotations]``; the annotation is read and removed again, so
+the objects are exactly what the folder renders.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+from trainyard.contract.errors import UserError
+from trainyard.repo.model import build_cache
+from trainyard.repo.model.rendered import ORIGIN_ANNOTATION, Resource, tree_copy
+from trainyard.repo.model.repository import REMOTE_PREFIXES, Repository, kustomization_file
+
+try:  # the C loader is several times faster on large renders
+    _Loader: type = yaml.CSafeLoader  # type: ignore[attr-defined]
+except AttributeError:  # pragma: no cover - depends on how PyYAML was built
+    _Loader = yaml.SafeLoader
+
+INSTALL_HINT = (
+    "install kustomize (https://kubectl.docs.kubernetes.io/installation/kustomize/) "
+    "or kubectl, whose 'kubectl kustomize' is the same tool"
+)
+TIMEOUT_S = 120
+
+
+class KustomizeError(UserError):
+    """kustomize refused a folder; the message names the folder and quotes kustomize."""
+
+    exit_code = 1
+
+
+@lru_cache(maxsize=1)
+def command() -> tuple[str, ...]:
+    """The build command: ``kustomize build`` or ``kubectl kustomize``."""
+    found = shutil.which("kustomize")
+    if found:
+        return (found, "build")
+    kubectl = shutil.which("kubectl")
+    if kubectl:
+        return (kubectl, "kustomize")
+    raise UserError(f"neither 'kustomize' nor 'kubectl' is on PATH; {INSTALL_HINT}")
+
+
+def is_kustomization(folder: Path) -> bool:
+    return kustomization_file(folder) is not None
+
+
+def is_remote(entry: object) -> bool:
+    """A kustomization ``resources`` entry kustomize fetches over the network (a URL or a git repository)."""
+    return isinstance(entry, str) and entry.strip().startswith(REMOTE_PREFIXES)
+
+
+@dataclass(frozen=True)
+class Remote:
+    """What a folder's kustomizations fetch over the network, and the image pins they set."""
+
+    urls: tuple[str, ...]
+    images: tuple[str, ...]  # "name:tag" / "name@digest" from the kustomizations' images:
+
+
+def remote_parts(repo: Repository, folder: Path) -> Remote:
+    """The remote resources ``folder``'s kustomization reaches, through its local bases and
+    components, with the ``images`` pins of those kustomizations."""
+    urls: list[str] = []
+    images: list[str] = []
+    seen: set[Path] = set()
+    pending = [folder.resolve()]
+    while pending:
+        current = pending.pop()
+        if current in seen or repo.root not in (current, *current.parents):
+            continue
+        seen.add(current)
+        file = kustomization_file(current)
+        if file is None:
+            continue
+        try:
+            doc = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue  # kustomize reports it when the folder is built
+        if not isinstance(doc, dict):
+            continue
+        for key in ("resources", "bases", "components"):
+            for entry in doc.get(key) or []:
+                if is_remote(entry):
+                    urls.append(str(entry).strip())
+                elif isinstance(entry, str) and (current / entry).is_dir():
+                    pending.append((current / entry).resolve())
+        for image in doc.get("images") or []:
+            if isinstance(image, dict) and image.get("name"):
+                name = str(image.get("newName") or image["name"])
+                pin = f"@{image['digest']}" if image.get("digest") else f":{image.get('newTag', '')}"
+                images.append(name + pin)
+    return Remote(tuple(urls), tuple(images))
+
+
+def load_documents(text: str, where: str) -> list[dict]:
+    try:
+        docs = list(yaml.load_all(text, Loader=_Loader))
+    except yaml.YAMLError as exc:
+        raise UserError(f"{where}: not valid YAML: {exc}") from None
+    out = []
+    for doc in docs:
+        if doc is None:
+            continue
+        if not isinstance(doc, dict):
+            raise UserError(f"{where}: expected Kubernetes objects (mappings), found {type(doc).__name__}")
+        out.append(doc)
+    return out
+
+
+_cache: dict[Path, list[Resource]] = {}
+_cache_lock = threading.Lock()
+
+
+_disk: build_cache.BuildCache | None = None
+
+
+def clear_cache() -> None:
+    with _cache_lock:
+        _cache.clear()
+
+
+def use_disk_cache(directory: Path | None) -> build_cache.BuildCache | None:
+    """Keep builds on disk under ``directory`` (None: no disk cache) from now on in this process;
+    see :mod:`trainyard.repo.model.build_cache`."""
+    global _disk
+    _disk = build_cache.BuildCache(directory) if directory is not None else None
+    return _disk
+
+
+@lru_cache(maxsize=1)
+def _tool_version() -> str:
+    return build_cache.tool_version(command())
+
+
+def _cached_build(repo: Repository, path: Path, rel: str) -> list[Resource]:
+    disk = _disk
+    if disk is None:
+        return _build(repo, path, rel)
+    try:
+        key = build_cache.key(path, repo.root, rel, _tool_version(), disk.digest, disk.listings)
+    except (build_cache.Uncacheable, OSError):
+        return _build(repo, path, rel)
+    stored = disk.get(key)
+    if stored is not None:
+        return stored
+    resources = _build(repo, path, rel)
+    disk.put(key, resources)
+    return resources
+
+
+def build(repo: Repository, folder: str | Path, *, cache: bool = True) -> list[Resource]:
+    """Render ``folder`` (relative to the repository root, or absolute) with kustomize.
+
+    Returns fresh copies of the objects (callers may change them). Raises KustomizeError naming
+    the folder and quoting kustomize's complaint.
+    """
+    path = Path(folder)
+    if not path.is_absolute():
+        path = repo.root / path
+    path = path.resolve()
+    rel = repo.rel(path)
+    if not path.is_dir():
+        raise UserError(f"{rel}: no such folder")
+    if not is_kustomization(path):
+        raise UserError(f"{rel}: not a kustomization (no kustomization.yaml in it)")
+    if cache:
+        with _cache_lock:
+            hit = _cache.get(path)
+        if hit is not None:
+            return [_copy(r) for r in hit]
+    resources = _cached_build(repo, path, rel)
+    if cache:
+        with _cache_lock:
+            _cache[path] = resources
+        return [_copy(r) for r in resources]
+    return resources
+
+
+def _copy(r: Resource) -> Resource:
+    return Resource(doc=tree_copy(r.doc), origin=r.origin, source=r.source, app=r.app)
+
+
+def _build(repo: Repository, path: Path, rel: str) -> list[Resource]:
+    with tempfile.TemporaryDirectory(prefix="trainyard-kustomize-") as tmp:
+        wrapper = Path(tmp).resolve()
+        target = os.path.relpath(path, wrapper)
+        (wrapper / "kustomization.yaml").write_text(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\n"
+            "kind: Kustomization\n"
+            f"resources:\n  - {target}\n"
+            "buildMetadata:\n  - originAnnotations\n",
+            encoding="utf-8",
+        )
+        try:
+            proc = subprocess.run(
+                [*command(), str(wrapper)],
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT_S,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise KustomizeError(f"{rel}: kustomize did not finish within {TIMEOUT_S} s") from None
+        except OSError as exc:
+            raise UserError(f"cannot run {' '.join(command())}: {exc}; {INSTALL_HINT}") from None
+        if proc.returncode != 0:
+            raise KustomizeError(f"{rel}: kustomize build failed: {_clean(proc.stderr, wrapper, repo)}")
+        docs = load_documents(proc.stdout, f"{rel} (kustomize output)")
+        return [_with_origin(doc, wrapper, repo, rel) for doc in docs]
+
+
+def _clean(stderr: str, wrapper: Path, repo: Repository) -> str:
+    """kustomize's message without the wrapper's temporary paths and its log prefix."""
+    text = " ".join(line.strip() for line in stderr.strip().splitlines() if line.strip())
+    text = text.replace(str(wrapper) + "/", "").replace(str(wrapper), "")
+    text = text.replace(str(repo.root) + "/", "")
+    for prefix in ('"command failed" err=', "Error: "):
+        if prefix in text:
+            text = text.split(prefix, 1)[1]
+    return text.strip().strip('"') or "(no message)"
+
+
+def _with_origin(doc: dict, wrapper: Path, repo: Repository, rel: str) -> Resource:
+    origin = None
+    meta = doc.get("metadata")
+    if isinstance(meta, dict) and isinstance(meta.get("annotations"), dict):
+        annotations = meta["annotations"]
+        raw = annotations.pop(ORIGIN_ANNOTATION, None)
+        if not annotations:
+            del meta["annotations"]
+        if isinstance(raw, str):
+            try:
+                info = yaml.safe_load(raw) or {}
+            except yaml.YAMLError:
+                info = {}
+            where = info.get("path") or info.get("configuredIn")
+            if isinstance(where, str):
+                origin = repo.rel((wrapper / where).resolve())
+    return Resource(doc=doc, origin=origin, source=rel)
