@@ -22,7 +22,7 @@ help:
 	@echo "make test      the test suite"
 	@echo "make validate  render and validate every cluster, write pod previews to previews/"
 	@echo "make lint      ruff"
-	@echo "make bench     benchmarks (figures, not pass/fail); needs wrk and hey (and valgrind for instruction counts)"
+	@echo "make bench     benchmarks (figures, not pass/fail); needs wrk"
 	@echo "make setup     create .venv and install .[dev] (done by the targets above)"
 
 # A second run is a no-op unless pyproject.toml changed.
@@ -60,19 +60,14 @@ demo: $(call STAMP,dev) tools
 lint: $(call STAMP,dev)
 	$(BIN)/ruff check .
 
-# Figures for the README; each script writes its table to bench/results/.
+# Figures for bench/README.md; each script writes its table to bench/results/.
 bench: $(call STAMP,dev)
-	@command -v wrk >/dev/null 2>&1 && command -v hey >/dev/null 2>&1 || { \
-	  echo "error: the HTTPS benchmark needs the load generators wrk and hey (Debian: apt-get install wrk hey)"; \
+	@command -v wrk >/dev/null 2>&1 || { \
+	  echo "error: the HTTPS benchmarks need the load generator wrk (Debian: apt-get install wrk)"; \
 	  exit 2; }
 	$(BIN)/python bench/engine.py
-	$(BIN)/python bench/webhook_http.py --seconds 5 --repeat 3
-	$(BIN)/python bench/webhook_http.py --concurrency 8 --no-streams --seconds 5 --rate-seconds 20 --repeat 3 \
-	  --out bench/results/webhook_http_rate.md
+	$(BIN)/python bench/webhook_http.py --repeat 3
 	$(BIN)/python bench/webhook_cpu.py --rounds 16
-	@if command -v valgrind >/dev/null 2>&1; then $(BIN)/python bench/webhook_instructions.py \
-	  && $(BIN)/python bench/review_instructions.py; \
-	  else echo "skipping the instruction counts: valgrind not found (Debian: apt-get install valgrind)"; fi
 	$(BIN)/python bench/webhook_limits.py
 	$(BIN)/python bench/validate.py
 

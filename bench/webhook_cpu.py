@@ -4,8 +4,8 @@ wrk's throughput on a shared machine moves by a quarter between runs of the same
 measures what throughput at saturation is made of, the server's own CPU time (user and system,
 from /proc) per request answered, with the servers interleaved round by round so that each
 round's load from others falls on all of them alike. The servers are started once, pinned to
-CPU 0, and loaded one at a time by wrk on CPU 1 (8 keep-alive connections, bench/webhook_http.py's
-main request stream: each request a pod of its own, 8 pods per job). The table gives each
+CPU 0, and loaded one at a time by wrk on CPU 1 (8 keep-alive connections; each request a pod of
+the repository's jobs as kube-apiserver sends it, bench/cluster_pods.py). The table gives each
 server's median over the rounds, and the floor's median over each webhook's: the throughput
 ratio the two have when the server's core is the limit.
 
@@ -22,20 +22,22 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+import shlex
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
-
-import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import cluster_pods  # noqa: E402
 from results import publish, table  # noqa: E402
-from webhook_http import SERVER_CPU, canned_response, template, wrk_script  # noqa: E402
-from webhook_instructions import wrk  # noqa: E402
+from webhook_http import LOAD_CPU, SERVER_CPU, before_command, canned_response, machine  # noqa: E402
 
 from trainyard.sandbox.webhook_process import LocalWebhook  # noqa: E402
 from webhook.certs import generate  # noqa: E402
@@ -49,6 +51,20 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
+def wrk(base: str, script: Path, seconds: int) -> int:
+    """Requests answered by one wrk run of 8 connections (an error fails the benchmark)."""
+    out = subprocess.run(
+        ["wrk", "-t1", "-c8", f"-d{seconds}s", "-s", str(script), f"{base}/mutate"],
+        capture_output=True,
+        text=True,
+        check=True,
+        preexec_fn=lambda: os.sched_setaffinity(0, {LOAD_CPU}),
+    ).stdout
+    if "Non-2xx" in out or re.search(r"Socket errors", out):
+        raise SystemExit(f"wrk saw errors:\n{out}")
+    return int(re.search(r"(\d+) requests in", out).group(1))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=8, help="rounds, each server loaded once a round (default 8)")
@@ -59,16 +75,14 @@ def main() -> int:
     if shutil.which("wrk") is None:
         print("error: wrk not found; on Debian: apt-get install wrk", file=sys.stderr)
         return 2
-    if args.before is not None and not (args.before / "webhook" / "plans.py").is_file():
-        print(f"error: {args.before} is not a checkout of this repository", file=sys.stderr)
-        return 2
+    before = before_command(args.before) if args.before is not None else None
+    started = datetime.now(UTC)
+    templates = [cluster_pods.template(pod) for pod in cluster_pods.job_pods()]
     with tempfile.TemporaryDirectory(prefix="trainyard-bench-") as tmp:
         tmpdir = Path(tmp)
         generate(tmpdir / "tls")
-        pod = yaml.safe_load((ROOT / "examples" / "pods" / "pytorchjob-worker.yaml").read_text())
-        (tmpdir / "template.json").write_bytes(template_ := template(pod))
-        (tmpdir / "response.json").write_bytes(canned_response(template_))
-        script = wrk_script(tmpdir, tmpdir / "template.json", 8, False)
+        (tmpdir / "response.json").write_bytes(canned_response(cluster_pods.bodies(templates, 1)[0]))
+        script = cluster_pods.wrk_script(tmpdir, templates)
         common = dict(
             policies=ROOT / "policies",
             tls=tmpdir / "tls",
@@ -78,10 +92,8 @@ def main() -> int:
         )
         floor = [sys.executable, str(ROOT / "bench" / "floor.py"), "--response", str(tmpdir / "response.json")]
         servers = {"floor": LocalWebhook(**common, command=floor), "webhook": LocalWebhook(**common)}
-        if args.before is not None:
-            before = str(args.before.resolve())
-            own = f"import sys; sys.path.insert(0, {before!r}); from trainyard.cli import main; sys.exit(main())"
-            servers["webhook before"] = LocalWebhook(**common, command=[sys.executable, "-c", own, "serve"])
+        if before is not None:
+            servers["webhook before"] = LocalWebhook(**common, command=before)
         per_request: dict[str, list[float]] = {name: [] for name in servers}
         try:
             for round_ in range(args.rounds):
@@ -102,10 +114,12 @@ def main() -> int:
         f"| {name} | {medians[name]:.0f} | {min(v):.0f} to {max(v):.0f} | {floor_us / medians[name]:.2f} |"
         for name, v in per_request.items()
     ]
+    command = shlex.join([".venv/bin/python", "bench/webhook_cpu.py", *sys.argv[1:]])
     caption = (
-        f"Server CPU time (user and system) per request, {args.rounds} rounds of {args.seconds} s per server, the "
-        "servers interleaved; wrk, 8 keep-alive connections over TLS, each request a pod of its own, 8 pods per job "
-        "(pytorchjob-worker.yaml)."
+        f"`{command}` on {machine()}, {started:%Y-%m-%d %H:%M} UTC. Server CPU time (user and system) per "
+        f"request, {args.rounds} rounds of {args.seconds} s per server, the servers interleaved; wrk, 8 keep-alive "
+        "connections over TLS, each request a pod of the repository's jobs as kube-apiserver sends it "
+        "(bench/cluster_pods.py)."
     )
     header = "| server | median µs per request | range | floor / server |"
     publish(table(caption, header, "|---|---:|---:|---:|", rows), args.out)

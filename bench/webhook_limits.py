@@ -13,6 +13,10 @@ connection and reads RSS again 10 s later, once it has settled.
   for 10 s;
 - bodies: 32 clients at once, each posting a 3 MiB review (a pod with a large annotation), 3 rounds.
 
+The reviews of the warm-up, the prober and the clients are pods of the repository's jobs as
+kube-apiserver sends them (bench/cluster_pods.py), each with a uid and a token volume of its own;
+the 3 MiB bodies are one of them with a large annotation.
+
 The hostile pods go through one review each (``webhook.review.review``, in a fresh process so a
 stall or a crash is measured, not suffered): an image reference built to make a backtracking
 parser explode, absurd quantities, huge annotations, 10,000 trainer containers. Each reports
@@ -39,6 +43,7 @@ import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 
 import httpx
@@ -48,6 +53,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import cluster_pods  # noqa: E402
 from results import publish  # noqa: E402
 from webhook_http import RssSampler  # noqa: E402
 
@@ -56,8 +62,17 @@ from webhook.certs import generate  # noqa: E402
 from webhook.review import admission_review  # noqa: E402
 
 MiB = 2**20
-POD = yaml.safe_load((ROOT / "examples" / "pods" / "pytorchjob-worker.yaml").read_text())
 TRAINER = "registry.example.com/ml/trainer:0.1.0"
+
+
+@cache
+def job_pods() -> tuple[dict, ...]:
+    return tuple(cluster_pods.job_pods())
+
+
+def cluster_bodies(count: int, seed: int = 0) -> list[bytes]:
+    """``count`` reviews of the repository's jobs' pods, as kube-apiserver sends them."""
+    return cluster_pods.bodies([cluster_pods.template(pod) for pod in job_pods()], count, seed)
 
 
 # --- the server, its prober and its memory ------------------------------------------------------
@@ -81,7 +96,7 @@ class Prober(threading.Thread):
         self.server, self.probe_port = server, probe_port
         self.stopped = threading.Event()
         self.results: dict[str, Probe] = {}
-        self.body = orjson.dumps(admission_review(POD, "ml"))
+        self.bodies = iter(cluster_bodies(10_000, seed=1))
 
     def _one(self, name: str, fn) -> None:
         probe = self.results.setdefault(name, Probe())
@@ -106,7 +121,8 @@ class Prober(threading.Thread):
             with httpx.Client(base_url=self.server.base, verify=ctx, timeout=10) as c:
                 self._one("/readyz", lambda c=c: c.get("/readyz").status_code)
             with httpx.Client(base_url=self.server.base, verify=ctx, timeout=10) as c:
-                self._one("/mutate", lambda c=c: c.post("/mutate", content=self.body, headers=headers).status_code)
+                body = next(self.bodies)
+                self._one("/mutate", lambda c=c, b=body: c.post("/mutate", content=b, headers=headers).status_code)
             if self.probe_port:
                 for path in ("/healthz", "/readyz"):
                     url = f"http://127.0.0.1:{self.probe_port}{path}"
@@ -169,9 +185,8 @@ def run_scenario(name: str, tmp: Path, attack, extra: tuple[str, ...] = ()) -> S
 
 
 def warm(server: LocalWebhook) -> None:
-    body = orjson.dumps(admission_review(POD, "ml"))
     with server.client() as c:
-        for _ in range(200):
+        for body in cluster_bodies(200, seed=2):
             c.post("/mutate", content=body, headers={"content-type": "application/json"})
 
 
@@ -271,7 +286,7 @@ def flood_attack(clients: int, headers: int, rounds: int):
     return attack
 
 
-async def _clients(base: str, ca: str, connections: int, seconds: float, body: bytes) -> dict[str, int]:
+async def _clients(base: str, ca: str, connections: int, seconds: float, bodies: list[bytes]) -> dict[str, int]:
     import aiohttp
 
     ctx = ssl.create_default_context(cafile=ca)
@@ -280,8 +295,10 @@ async def _clients(base: str, ca: str, connections: int, seconds: float, body: b
     connector = aiohttp.TCPConnector(ssl=ctx, limit=connections)
     async with aiohttp.ClientSession(base, connector=connector, timeout=aiohttp.ClientTimeout(total=60)) as session:
 
-        async def worker() -> None:
+        async def worker(i: int) -> None:
             while time.monotonic() < deadline:
+                body = bodies[i % len(bodies)]
+                i += connections
                 try:
                     async with session.post("/mutate", data=body, headers={"content-type": "application/json"}) as r:
                         await r.read()
@@ -290,7 +307,7 @@ async def _clients(base: str, ca: str, connections: int, seconds: float, body: b
                     key = type(exc).__name__
                 counts[key] = counts.get(key, 0) + 1
 
-        await asyncio.gather(*(worker() for _ in range(connections)))
+        await asyncio.gather(*(worker(i) for i in range(connections)))
     return counts
 
 
@@ -300,8 +317,9 @@ def _clients_process(args: tuple) -> dict[str, int]:
 
 
 def _big_body() -> bytes:
-    pod = {**POD, "metadata": {**POD["metadata"], "annotations": {"filler": "x" * (3 * MiB - 4096)}}}
-    return orjson.dumps(admission_review(pod, "ml"))
+    pod = orjson.loads(orjson.dumps(job_pods()[0]))
+    pod["metadata"].setdefault("annotations", {})["filler"] = "x" * (3 * MiB - 32 * 1024)
+    return cluster_pods.bodies([cluster_pods.template(pod)], 1)[0]
 
 
 def bodies_attack(clients: int, rounds: int):
@@ -333,11 +351,13 @@ def bodies_attack(clients: int, rounds: int):
 
 def clients_attack(total: int, processes: int, seconds: float):
     def attack(server: LocalWebhook) -> str:
-        body = orjson.dumps(admission_review(POD, "ml"))
         share = total // processes
         counts: dict[str, int] = {}
         with ProcessPoolExecutor(processes) as pool:
-            jobs = [(server.base, str(server.ca), share, seconds, body)] * processes
+            jobs = [
+                (server.base, str(server.ca), share, seconds, cluster_bodies(4096, seed=10 + i))
+                for i in range(processes)
+            ]
             for part in pool.map(_clients_process, jobs):
                 for k, v in part.items():
                     counts[k] = counts.get(k, 0) + v

@@ -20,8 +20,8 @@ import orjson
 from fastapi import FastAPI, Request, Response
 
 from webhook.metrics import Metrics
-from webhook.plans import Plans, for_policies
 from webhook.policy import PolicySet
+from webhook.review import review
 from webhook.reviewlog import ReviewLog
 from webhook.tls import CertStore
 
@@ -56,7 +56,6 @@ class State:
     refused: dict[str, str] = field(default_factory=dict)  # what -> why the files on disk are refused
     heartbeat: float = field(default_factory=time.monotonic)  # the event loop's last tick
     bodies: BodyBudget = field(default_factory=BodyBudget)
-    plans: Plans | None = None  # the answers kept per pod shape, for the policies in force
 
     def problems(self) -> list[str]:
         """Why the webhook cannot answer reviews correctly now (empty: it can)."""
@@ -158,8 +157,7 @@ def create_app(state: State, request_timeout: float = 10.0) -> FastAPI:
                 policies = state.policies
                 if policies is None:
                     return _error(503, "no policies loaded")
-                state.plans = plans = for_policies(state.plans, policies, state.default)
-                status, payload, record = plans.review(body)
+                status, payload, record = review(body, policies, state.default)
             finally:
                 state.bodies.give(len(body))
         finally:

@@ -257,95 +257,6 @@ def admit(pod: object, policies: PolicySet, default: str, namespace: str | None)
 
 
 # ---------------------------------------------------------------------------------------------
-# Shape: everything the rules read
-
-
-# What the rules read: these pod-level fields (the containers projected by :func:`_container_shape`),
-# these annotations and labels, and the value of an env entry named as :func:`env_value_read` says.
-# webhook/quick.py keys kept answers by the same sets.
-SPEC_READ = (
-    "containers",
-    "initContainers",
-    "volumes",
-    "tolerations",
-    "affinity",
-    "topologySpreadConstraints",
-    "schedulingGates",
-)
-ANNOTATIONS_READ = (MIRROR_ANNOTATION, OPT_OUT_ANNOTATION, netann.ANNOTATION)
-LABELS_READ = (FABRIC_LABEL, *JOB_LABELS)
-
-
-def env_values_read(policies: PolicySet) -> frozenset[str]:
-    """The env names whose values (and ``valueFrom``) the rules read, besides every ``NCCL_*``
-    (linted): what a profile enforces, and the TRAINYARD_* the engine sets."""
-    enforced = {name for p in policies.profiles.values() for name, _, on in p.env_plan if on}
-    return frozenset(enforced | {ENV_FABRIC, ENV_EXPECT_TRANSPORT, ENV_SHM_BYTES})
-
-
-ENV_VALUES_READ_PREFIX = "NCCL_"  # every NCCL_* is linted
-
-
-def env_value_read(name: str, values_read: frozenset[str]) -> bool:
-    """Whether the rules read the value of env ``name`` (else only that it is there, and where)."""
-    return name in values_read or name.startswith(ENV_VALUES_READ_PREFIX)
-
-
-def _subset(mapping: object, keys: tuple[str, ...]) -> object:
-    # a non-mapping reads as an empty one everywhere, and _walk creates it: one shape for all
-    return {k: mapping[k] for k in keys if k in mapping} if isinstance(mapping, dict) else 0
-
-
-def _env_shape(env: object, values_read: frozenset[str]) -> object:
-    if not isinstance(env, list):
-        return env if env is None else 0  # absent and null are alike; so is every other non-list
-    out: list = []
-    for e in env:
-        name = e.get("name") if isinstance(e, dict) else None
-        if not isinstance(name, str):
-            out.append(0)  # holds an index, nothing else is read
-        elif env_value_read(name, values_read):
-            out.append([name, e.get("value"), e.get("valueFrom") is not None])
-        else:
-            out.append(name)
-    return out
-
-
-def _container_shape(c: object, values_read: frozenset[str]) -> object:
-    if not isinstance(c, dict) or "env" not in c:
-        return c
-    return {**c, "env": _env_shape(c["env"], values_read)}
-
-
-def shape(pod: object, namespace: str | None, values_read: frozenset[str]) -> list | None:
-    """What :func:`admit` reads of ``pod``, as plain JSON values: two pods of the same shape get
-    the same decision, patch and warnings, whatever else differs (their names, their ranks, the
-    values of env the rules do not read). None for a pod :func:`admit` would not look into.
-
-    Kept next to the rules it describes; tests/webhook/test_plans.py runs the engine on pods whose
-    every read is recorded and fails when a rule reads a field the shape leaves out."""
-    if not isinstance(pod, dict):
-        return None
-    meta, spec = pod.get("metadata"), pod.get("spec")
-    if not isinstance(spec, dict):
-        return None
-    meta = meta if isinstance(meta, dict) else {}
-    projected: dict = {}
-    for key in SPEC_READ:
-        if key in spec:
-            value = spec[key]
-            if key in ("containers", "initContainers") and isinstance(value, list):
-                value = [_container_shape(c, values_read) for c in value]
-            projected[key] = value
-    return [
-        namespace or meta.get("namespace"),
-        _subset(meta.get("annotations"), ANNOTATIONS_READ),
-        _subset(meta.get("labels"), LABELS_READ),
-        projected,
-    ]
-
-
-# ---------------------------------------------------------------------------------------------
 # The rules
 
 
@@ -384,8 +295,7 @@ def _mutate(pod: dict, profile: CompiledProfile, namespace: str | None, trainers
 
 def job_of(labels: object) -> tuple[str, str] | None:
     """The label naming the pod's job and its value, the first of JOB_LABELS set to a non-empty
-    string; the topology rules key on it (and only they read its value: webhook/plans.py relies
-    on that to share one answer among jobs)."""
+    string; the topology rules key on it."""
     if not isinstance(labels, dict):
         return None
     for key in JOB_LABELS:

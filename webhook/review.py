@@ -12,9 +12,7 @@ import base64
 import logging
 import uuid
 from dataclasses import dataclass, field
-from typing import Protocol
 
-import msgspec
 import orjson
 
 from webhook.engine import Decision, MutationError, admit
@@ -35,10 +33,6 @@ WARNING_PREFIX = "trainyard: "
 EXCLUDED_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease"})
 
 log = logging.getLogger("trainyard.webhook")
-_decode = msgspec.json.Decoder().decode
-# What msgspec raises for a document it refuses: malformed, or a string (key or value) not UTF-8;
-# nested past Python's recursion limit, a RecursionError besides.
-NOT_JSON = (msgspec.DecodeError, UnicodeDecodeError)
 
 
 class BadReview(ValueError):
@@ -64,17 +58,12 @@ def _warning(text: str) -> str:
     return text if len(text) <= MAX_WARNING else text[: MAX_WARNING - 3] + "..."
 
 
-# The response is an AdmissionReview whose ``response`` begins with the request's uid: everything
-# after the uid depends only on the decision, so it is serialised once per decision (:class:`Answer`).
-_HEAD = b'{"apiVersion":"' + API_VERSION.encode() + b'","kind":"' + KIND.encode() + b'","response":{"uid":'
-
-
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """One decision about one pod, serialised except for the uid it answers: the same for every
-    pod of the same shape (:func:`webhook.engine.shape`), so :class:`webhook.plans.Plans` keeps it."""
+    """The decision about one pod: the review's ``response`` except its uid, and what the log line
+    and the metrics record of it."""
 
-    tail: bytes  # the response after the uid
+    response: dict  # allowed, and status, warnings, patchType and patch where they apply
     outcome: str  # patched | unchanged | skipped | denied
     reason: str = ""
     profile: str = ""
@@ -83,11 +72,7 @@ class Answer:
 
     @classmethod
     def of(cls, allowed: bool, outcome: str, extra: dict | None = None, **record: object) -> Answer:
-        response = {"allowed": allowed, **(extra or {})}
-        return cls(tail=b"," + orjson.dumps(response)[1:] + b"}", outcome=outcome, **record)
-
-    def render(self, uid: str) -> bytes:
-        return _HEAD + orjson.dumps(uid) + self.tail
+        return cls({"allowed": allowed, **(extra or {})}, outcome, **record)
 
     def fill(self, record: Record) -> None:
         record.outcome, record.reason, record.ops, record.warnings = (
@@ -100,15 +85,9 @@ class Answer:
             record.profile = self.profile
 
 
-def answered(answer: Answer, uid: str, namespace: str, pod: str) -> tuple[bytes, Record]:
-    """The response body and record of review ``uid`` of ``pod`` in ``namespace``, answered with
-    ``answer`` (the record :meth:`Answer.fill` makes, built at once: a kept review's hot path)."""
-    a = answer
-    return a.render(uid), Record(a.outcome, uid, namespace, pod, a.profile, a.ops, list(a.warnings), a.reason)
-
-
-def _answer(uid: str, allowed: bool, **extra: object) -> bytes:
-    return Answer.of(allowed, "", extra).render(uid)
+def _respond(uid: str, response: dict) -> bytes:
+    """The AdmissionReview answering review ``uid`` with ``response``."""
+    return orjson.dumps({"apiVersion": API_VERSION, "kind": KIND, "response": {"uid": uid, **response}})
 
 
 def _denial(reason: str, profile: str = "") -> Answer:
@@ -153,22 +132,16 @@ def admission_review(
 
 def parse_review(body: bytes) -> dict:
     """Parse and check the envelope; return ``request``. Raise BadReview saying what is wrong.
-
-    Read with msgspec, as :mod:`webhook.quick` reads the reviews whose answers are kept: one JSON
-    reader, so both take the same documents the same way (duplicate keys: the last wins; numbers
-    out of a double's range refused, integers kept whole; strings checked as UTF-8). msgspec counts
-    nesting against Python's recursion limit: a document nested about a thousand levels deep is
-    refused, as a RecursionError."""
+    orjson refuses documents nested deeper than 1024 levels (since 3.9.15, CVE-2024-27454) and
+    strings that are not UTF-8."""
     if len(body) > MAX_JSON_VALUES:  # each counted byte is one value at most: a shorter body needs no count
         values = body.count(b",") + body.count(b"{") + body.count(b"[")
         if values > MAX_JSON_VALUES:
             raise BadReview(f"body holds about {values:,} JSON values, more than the {MAX_JSON_VALUES:,} a review may")
     try:
-        doc = _decode(body)
-    except NOT_JSON as exc:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
         raise BadReview(f"body is not JSON: {exc}") from None
-    except RecursionError:
-        raise BadReview("body is not JSON: nested too deeply") from None
     if not isinstance(doc, dict):
         raise BadReview("body is not a JSON object")
     if doc.get("kind") != KIND or doc.get("apiVersion") != API_VERSION:
@@ -193,8 +166,8 @@ def pod_name(pod: object) -> str:
 
 
 def decide(pod: dict, policies: PolicySet, default: str, namespace: str | None) -> Answer:
-    """The answer for a Pod CREATE the webhook looks into (the engine's decision, the patch
-    serialised). An exception other than MutationError is a bug, the caller's to report."""
+    """The answer for a Pod CREATE the webhook looks into: the engine's decision, the patch
+    serialised. An exception other than MutationError is a bug, the caller's to report."""
     try:
         decision: Decision = admit(pod, policies, default, namespace)
     except MutationError as exc:
@@ -221,15 +194,8 @@ def decide(pod: dict, policies: PolicySet, default: str, namespace: str | None) 
     return Answer.of(True, "patched", extra, profile=profile, ops=len(mutation.ops), warnings=warnings)
 
 
-class Decider(Protocol):
-    def __call__(self, pod: dict, policies: PolicySet, default: str, namespace: str | None) -> Answer: ...
-
-
-def review_request(
-    request: dict, policies: PolicySet, default: str, record: Record, decider: Decider = decide
-) -> bytes:
-    """Answer one (already checked) AdmissionReview request; ``decider`` gives the answer for a
-    pod the webhook looks into (:func:`decide`, or a :class:`webhook.plans.Plans` that keeps them)."""
+def review_request(request: dict, policies: PolicySet, default: str, record: Record) -> bytes:
+    """Answer one (already checked) AdmissionReview request."""
     uid = record.uid = request["uid"]
     namespace = request.get("namespace")
     record.namespace = namespace if isinstance(namespace, str) else ""
@@ -239,29 +205,29 @@ def review_request(
     record.pod = pod_name(pod) or str(request.get("name") or "")
     if not is_pod or request.get("operation") != "CREATE" or request.get("subResource"):
         record.outcome, record.reason = "skipped", "not a Pod CREATE"
-        return _answer(uid, True)
+        return _respond(uid, {"allowed": True})
     if record.namespace in EXCLUDED_NAMESPACES:
         record.outcome, record.reason = "skipped", f"namespace {record.namespace} is excluded"
-        return _answer(uid, True)
+        return _respond(uid, {"allowed": True})
     if not isinstance(pod, dict):
         raise BadReview("request.object must be the Pod being created")
     try:
-        answer = decider(pod, policies, default, record.namespace or None)
+        answer = decide(pod, policies, default, record.namespace or None)
     except Exception:  # a bug: never admit a pod without its fabric, say so, log the traceback
         log.exception("engine failed on pod %s/%s (uid %s)", record.namespace, record.pod, uid)
         record.outcome, record.reason = "error", "internal error"
         message = f"trainyard: internal error giving the pod its fabric (review {uid}); not admitted"
-        return _answer(uid, False, status={"code": 500, "message": message})
+        return _respond(uid, {"allowed": False, "status": {"code": 500, "message": message}})
     answer.fill(record)
-    return answer.render(uid)
+    return _respond(uid, answer.response)
 
 
-def review(body: bytes, policies: PolicySet, default: str, decider: Decider = decide) -> tuple[int, bytes, Record]:
+def review(body: bytes, policies: PolicySet, default: str) -> tuple[int, bytes, Record]:
     """HTTP status, response body and record for one POST /mutate body."""
     record = Record()
     try:
         request = parse_review(body)
-        return 200, review_request(request, policies, default, record, decider), record
+        return 200, review_request(request, policies, default, record), record
     except BadReview as exc:
         record.outcome, record.reason = "invalid", str(exc)
         return 400, orjson.dumps({"error": str(exc)}), record

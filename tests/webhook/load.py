@@ -1,6 +1,6 @@
 """A small load generator for the hardening tests: several processes, each an asyncio aiohttp
 client with many keep-alive connections, posting AdmissionReviews over TLS and counting
-failures. (The benchmarks use wrk and hey; the tests need nothing beyond the Python
+failures. (The benchmarks use wrk; the tests need nothing beyond the Python
 environment. aiohttp, not httpx, because its C parser keeps the client from being the
 bottleneck.)"""
 
