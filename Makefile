@@ -14,12 +14,13 @@ PREVIEWS ?= previews
 .DEFAULT_GOAL := help
 # the install stamps are real targets, never intermediate files to delete
 .PRECIOUS: $(VENV)/.installed-%
-.PHONY: help setup test demo lint validate bench tools clean
+.PHONY: help setup test test-fast demo lint validate bench tools clean
 
 help:
 	@echo "make demo      the main path end to end on local defaults"
 	@echo "               (make demo DEMO='--admission policy': the pods through the MutatingAdmissionPolicies, offline)"
-	@echo "make test      the test suite"
+	@echo "make test      the test suite, every tier (what CI runs)"
+	@echo "make test-fast every test but the slow tiers (network namespaces, torchrun, servers, the demo)"
 	@echo "make validate  render and validate every cluster, write pod previews to previews/"
 	@echo "make lint      ruff"
 	@echo "make bench     benchmarks (figures, not pass/fail); needs wrk"
@@ -44,6 +45,13 @@ tools:
 
 test: $(call STAMP,dev) tools
 	$(BIN)/python -m pytest -q
+
+# The inner loop: every test but the slow tiers (pytest markers, listed in pyproject.toml), spread
+# over the cores. make test stays in one process: the slow tiers time real processes and servers.
+FAST_TIERS := not (netns or torchrun or server or e2e)
+TEST_WORKERS ?= auto
+test-fast: $(call STAMP,dev) tools
+	$(BIN)/python -m pytest -q -m "$(FAST_TIERS)" -n $(TEST_WORKERS)
 
 # Render and check every cluster; write each job's pod preview to $(PREVIEWS)/ (git-ignored).
 # VALIDATE_FLAGS: more flags, e.g. --changed-since origin/main (a pull request's folders only)

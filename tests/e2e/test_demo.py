@@ -23,6 +23,8 @@ import pytest
 from tests.trainyard.repo.conftest import REPO_ROOT
 from trainyard.sandbox.localpods import STATE_DIR
 
+pytestmark = pytest.mark.e2e
+
 STEPS, EVERY = 60, 10
 
 

@@ -15,7 +15,13 @@ from trainyard.contract.errors import UserError
 from trainyard.sandbox.localpods import STATE_DIR, LocalCluster, isolation_available, sweep_stale
 
 available, why = isolation_available()
-needs_netns = pytest.mark.skipif(not available, reason=f"needs root and ip netns: {why}")
+_skip_without_netns = pytest.mark.skipif(not available, reason=f"needs root and ip netns: {why}")
+
+
+def needs_netns(test):
+    """The netns tier: skipped with the reason where network namespaces cannot be made."""
+    return pytest.mark.netns(_skip_without_netns(test))
+
 
 NAD = {
     "apiVersion": "k8s.cni.cncf.io/v1",

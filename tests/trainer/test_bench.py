@@ -9,6 +9,8 @@ import pytest
 
 from tests.trainer.conftest import PYTHON, REPO, clean_env
 
+pytestmark = pytest.mark.torchrun
+
 
 @pytest.mark.timeout(180)
 def test_bench_runs_on_cpu_and_reports_sync_and_async(tmp_path):

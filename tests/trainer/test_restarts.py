@@ -31,6 +31,8 @@ from tests.trainer.conftest import (
 from trainyard.sandbox.processes import environ, wait_for
 from trainyard.sandbox.webhook_process import free_port
 
+pytestmark = pytest.mark.torchrun
+
 MAX_STEPS = 200
 TRAIN = ["--model", "tiny", "--max-steps", str(MAX_STEPS), "--checkpoint-every", "5", "--log-every", "1000"]
 TORCHRUN = [PYTHON, "-m", "torch.distributed.run"]

@@ -29,6 +29,8 @@ from tests.trainer.conftest import (
 from trainyard.sandbox.processes import wait_for
 from trainyard.sandbox.webhook_process import free_port
 
+pytestmark = pytest.mark.torchrun
+
 MAX_STEPS = 120
 EVERY = 20
 TRAIN = ["--model", "tiny", "--max-steps", str(MAX_STEPS), "--checkpoint-every", str(EVERY), "--log-every", "40"]

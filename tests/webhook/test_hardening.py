@@ -131,6 +131,7 @@ def corpus() -> list[bytes]:
     return [orjson.dumps(admission_review(example(name))) for name in example_names()]
 
 
+@pytest.mark.server
 def test_soak_many_clients_no_error_and_stable_memory(live):
     server, *_ = live
     bodies = corpus()
@@ -156,6 +157,7 @@ def load_in_background(server, total: int) -> tuple[threading.Thread, dict]:
     return load, result
 
 
+@pytest.mark.server
 def test_rotation_and_policy_change_in_the_middle_of_load(live, tmp_path):
     server, tls, policies, ca = live
     before = server.peer_certificate()
@@ -180,6 +182,7 @@ def test_rotation_and_policy_change_in_the_middle_of_load(live, tmp_path):
     assert mid < 12000, "the rotation and the reload must happen while the load runs"
 
 
+@pytest.mark.server
 def test_refused_reloads_under_load_fail_no_request(live, tmp_path):
     """Policy sets and certificates that must not serve arrive while the server is under load:
     each is refused (logged, counted, listed by /readyz), the last good ones keep serving, and no
@@ -241,6 +244,7 @@ def _tls_socket(server) -> ssl.SSLSocket:
     return server.ssl_context().wrap_socket(raw, server_hostname="localhost")
 
 
+@pytest.mark.server
 def test_stalled_clients_block_no_one_and_are_cut_off(live):
     server, *_ = live
     silent = [_tls_socket(server) for _ in range(10)]
@@ -266,6 +270,7 @@ def test_stalled_clients_block_no_one_and_are_cut_off(live):
         s.close()
 
 
+@pytest.mark.server
 def test_sigterm_finishes_in_flight_requests_then_exits_zero(live):
     server, *_ = live
     req = admission_review(example("pytorchjob-master.yaml"))
@@ -305,6 +310,7 @@ def _length(reply: bytes) -> int:
     return 1 << 30
 
 
+@pytest.mark.server
 def test_request_ids_are_echoed_under_concurrency(live):
     server, *_ = live
     bodies = [orjson.dumps(admission_review(example("sidecar.yaml"))) for _ in range(50)]

@@ -67,6 +67,7 @@ def metric(server: Server, line_start: str) -> float:
     return next(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(line_start))
 
 
+@pytest.mark.server
 def test_headers_are_capped_in_number_and_in_bytes(server):
     with tls_socket(server) as s:
         many = [b"X-A%d: v\r\n" % i for i in range(64)]
@@ -83,6 +84,7 @@ def test_headers_are_capped_in_number_and_in_bytes(server):
         assert status_of(s, request_bytes(*many[:40])) == b"HTTP/1.1 200 OK"
 
 
+@pytest.mark.server
 @pytest.mark.parametrize("server", [("--max-connections", "8")], indirect=True)
 def test_at_the_cap_stalled_connections_make_room_and_kept_alive_ones_stay(server):
     kept = tls_socket(server)
@@ -101,6 +103,7 @@ def test_at_the_cap_stalled_connections_make_room_and_kept_alive_ones_stay(serve
         s.close()
 
 
+@pytest.mark.server
 @pytest.mark.parametrize("server", [("--max-connections", "16")], indirect=True)
 def test_many_idle_connections_never_keep_a_review_out(server):
     idle = [socket.create_connection(("127.0.0.1", server.port), timeout=10) for _ in range(200)]
@@ -113,6 +116,7 @@ def test_many_idle_connections_never_keep_a_review_out(server):
         s.close()
 
 
+@pytest.mark.server
 @pytest.mark.parametrize("server", [("--tls-handshake-timeout", "0.5")], indirect=True)
 def test_a_connection_that_never_completes_its_handshake_is_closed(server):
     with socket.create_connection(("127.0.0.1", server.port), timeout=30) as silent:

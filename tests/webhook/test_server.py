@@ -22,6 +22,8 @@ from webhook.review import admission_review
 from webhook.server import uvicorn_server
 from webhook.tls import CertStore
 
+pytestmark = pytest.mark.server
+
 NOW = dt.datetime.now(dt.UTC)
 
 
