@@ -1,10 +1,10 @@
 """What stands between a TCP connection and the app: a connection cap, TLS with a handshake
 deadline, and uvicorn's httptools protocol with caps on request headers and a deadline for them.
 
-Measured against ``trainyard serve`` without these (bench/webhook_limits.py): 10,000 connections
-that never send a byte held 579 MiB for as long as they stayed open, uvicorn has no handshake
-deadline of its own (asyncio's default is 60 s), no header limits in httptools, and a connection
-costs about 50 KiB before its TLS handshake even starts.
+Without them (bench/webhook_limits.py, figures in bench/README.md) connections that never send a
+byte hold memory for as long as they stay open: uvicorn has no handshake deadline of its own
+(asyncio's default is 60 s), httptools no header limits, and every connection costs memory before
+its TLS handshake even starts.
 
 - :class:`ConnectionGate` counts every accepted connection, from ``accept`` to close. At
   ``max_connections`` it makes room by closing the oldest connection that has not yet completed a

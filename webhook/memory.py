@@ -1,9 +1,9 @@
 """Giving memory back to the system after a burst of connections (glibc's malloc).
 
-A TLS connection costs the server about 50 KiB, most of it OpenSSL's, allocated and freed through
-malloc. Once a burst of connections is over, glibc keeps the freed memory for reuse: measured
-with 2,000 connections opened and closed, RSS stayed at 143 MiB against 54 MiB at rest, and a
-pod would carry that to its memory limit after the next burst. :class:`Trimmer` asks glibc to give
+A TLS connection's memory, most of it OpenSSL's, is allocated and freed through malloc. Once a
+burst of connections is over, glibc keeps the freed memory for reuse, so RSS stays near the
+burst's peak (bench/README.md, the webhook under attack), and a pod would carry that to its
+memory limit after the next burst. :class:`Trimmer` asks glibc to give
 free memory back (``malloc_trim(0)``, which returns free pages inside the heap too) once the
 number of open connections has fallen well below its peak since the last trim, at most every few
 seconds. :func:`configure` caps glibc's arenas at two (``M_ARENA_MAX``; the webhook runs one event
@@ -27,10 +27,9 @@ M_MMAP_THRESHOLD = -3
 # (uvloop/sslproto.pyx SSLProtocol._do_read__copied, uvloop/includes/consts.pxi), and CPython's
 # _ssl allocates that many bytes before it shrinks them to what was read (Modules/_ssl.c,
 # _ssl__SSLSocket_read_impl). Under a 256 KiB threshold every read of every request would be an
-# mmap, an mremap and a munmap, and the pages faulted in anew: measured, a quarter of the
-# webhook's throughput (under glibc's own moving threshold it depends on the process's
-# history). 1 MiB keeps those reads in the heap and still gives a body of a few MiB pages of
-# its own.
+# mmap, an mremap and a munmap, and the pages faulted in anew: a large share of the webhook's
+# throughput (under glibc's own moving threshold it depends on the process's history). 1 MiB
+# keeps those reads in the heap and still gives a body of a few MiB pages of its own.
 MMAP_THRESHOLD = 1024 * 1024
 
 

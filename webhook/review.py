@@ -20,7 +20,7 @@ from webhook.policy import PolicySet
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
-# A 3 MiB body of tiny JSON values ("[[],[],...]") parses into about 95 MiB of Python objects;
+# A 3 MiB body of tiny JSON values ("[[],[],...]") parses into tens of times its size in objects;
 # counted before parsing (one pass over the bytes per character), a body with more values than
 # this is refused. A pod's AdmissionReview holds a few hundred; commas inside strings count too.
 MAX_JSON_VALUES = 100_000

@@ -1,7 +1,7 @@
 """The review log: one JSON line per AdmissionReview, written in batches.
 
 A review appends its record, its time and its duration to a list (no serialisation, no
-logging-module record, no write call: about 0.2 us); a background thread turns the list into
+logging-module record, no write call); a background thread turns the list into
 lines (one orjson dump each, in a tight loop, where the code and data stay in cache) and writes
 them to stderr every ``interval`` seconds and at shutdown. Only when ``max_lines`` are waiting
 (reviews faster than one server answers, over 20,000 a second) does the review that fills the
@@ -23,7 +23,7 @@ from webhook.review import Record
 LOGGER = "trainyard.webhook.review"
 
 
-CHUNK = 64  # lines serialised (about 0.1 ms with the GIL held) and written at a time
+CHUNK = 64  # lines serialised and written at a time: short enough a hold of the GIL
 
 
 def _thousandths(x: float) -> float:

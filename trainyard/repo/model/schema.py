@@ -8,8 +8,8 @@ check.
 
 Strict means unknown fields are errors, as ``kubectl apply --validate=strict`` would report them.
 
-The same schemas are also compiled by jsonschema-rs (a Draft 2020-12 validator in Rust, about
-7 us for a pod against jsonschema's 4 ms): an object it finds valid has no errors; an object it
+The same schemas are also compiled by jsonschema-rs (a Draft 2020-12 validator in Rust, hundreds
+of times faster than jsonschema on a pod): an object it finds valid has no errors; an object it
 finds invalid is validated again by jsonschema, whose errors are the messages (tests check that
 the two agree on valid and invalid objects).
 """
