@@ -122,6 +122,62 @@ def _lit(value: object) -> str:
     raise ValueError(f"no CEL literal for {value!r}")
 
 
+_OPEN, _CLOSE = "([{", ")]}"
+
+
+def homogeneous(expression: str) -> str:
+    """``expression`` with every value of every map literal wrapped in ``dyn()``.
+
+    kube-apiserver type-checks admission CEL with homogeneous aggregate literals
+    (k8s.io/apiserver@v0.36.3 pkg/cel/environment/base.go: cel.HomogeneousAggregateLiterals): a map
+    literal whose values differ in type, such as a toleration's strings and its tolerationSeconds,
+    does not compile, and neither does a list of such maps. ``dyn()`` is the identity at run time
+    and makes every value one type. A ``{`` right after a name opens a message (``JSONPatch{...}``),
+    whose fields are typed, and is left as it is. The project's CEL strings hold no quote of their
+    own kind (:func:`_q`)."""
+    out: list[str] = []
+    stack: list[bool] = []  # per open bracket: is it a map literal
+    value_start: list[int | None] = []  # in a map literal: where in out the current value starts
+    quote = ""
+    for i, ch in enumerate(expression):
+        if quote:
+            out.append(ch)
+            if ch == quote:
+                quote = ""
+            continue
+        if ch in "'\"":
+            quote = ch
+            out.append(ch)
+            continue
+        if ch in _OPEN:
+            before = expression[:i].rstrip()
+            is_map = ch == "{" and not (before and (before[-1].isalnum() or before[-1] in "_."))
+            stack.append(is_map)
+            value_start.append(None)
+            out.append(ch)
+            continue
+        in_map = bool(stack) and stack[-1]
+        if in_map and ch == ":" and value_start[-1] is None:
+            out.append(": ")
+            value_start[-1] = len(out)
+            continue
+        if in_map and ch in ",}" and value_start[-1] is not None:
+            start = value_start[-1]
+            value = "".join(out[start:]).strip()
+            del out[start:]
+            out.append(f"dyn({value})")
+            value_start[-1] = None
+        if ch in _CLOSE:
+            if not stack:
+                raise ValueError(f"unbalanced CEL expression: {expression[:80]!r}")
+            stack.pop()
+            value_start.pop()
+        out.append(ch)
+    if quote or stack:
+        raise ValueError(f"unbalanced CEL expression: {expression[:80]!r}")
+    return "".join(out)
+
+
 def _patch(op: str, path: str, value: str | None = None) -> str:
     """A ``JSONPatch{...}`` value (path and value are CEL expressions)."""
     tail = "" if value is None else f", value: {value}"
@@ -303,7 +359,8 @@ def variables(profile: CompiledProfile) -> list[tuple[str, str]]:
     )
     job = " : ".join(
         f"has(object.metadata.labels) && {_q(k)} in object.metadata.labels && "
-        f"object.metadata.labels[{_q(k)}] != '' ? [{_q(k)}, object.metadata.labels[{_q(k)}]]"
+        # string(): kube-apiserver types a label's value dyn here, and a list literal is homogeneous
+        f"object.metadata.labels[{_q(k)}] != '' ? [{_q(k)}, string(object.metadata.labels[{_q(k)}])]"
         for k in JOB_LABELS
     )
     out = [
@@ -568,9 +625,9 @@ def generate(profile: CompiledProfile) -> Generated:
                     {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
                 ]
             },
-            "matchConditions": match_conditions(profile),
-            "variables": [{"name": n, "expression": e} for n, e in variables(profile)],
-            "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": mutation(profile)}}],
+            "matchConditions": [{**m, "expression": homogeneous(m["expression"])} for m in match_conditions(profile)],
+            "variables": [{"name": n, "expression": homogeneous(e)} for n, e in variables(profile)],
+            "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": homogeneous(mutation(profile))}}],
             # the webhook fails open; so does the policy: the ValidatingAdmissionPolicy fails closed
             "failurePolicy": "Ignore",
             # the operations are idempotent: a pod already given the fabric gets none

@@ -219,6 +219,38 @@ def test_struct_literals_become_maps_outside_strings_only():
     ]
 
 
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        ("[{'key': 'a', 'tolerationSeconds': 300}]", "[{'key': dyn('a'), 'tolerationSeconds': dyn(300)}]"),
+        (
+            "{'w': 1, 'term': {'k': x ? 'y' : 'z'}, 'l': [1, 2]}",
+            "{'w': dyn(1), 'term': dyn({'k': dyn(x ? 'y' : 'z')}), 'l': dyn([1, 2])}",
+        ),
+        # a message's fields are typed: left alone, a map inside one is not
+        ("JSONPatch{op: 'add', path: '/a', value: {'k': 1}}", "JSONPatch{op: 'add', path: '/a', value: {'k': dyn(1)}}"),
+        # braces, colons and commas inside strings are text
+        ("s.contains('{a: b, c}') || s.contains(\"}\")", "s.contains('{a: b, c}') || s.contains(\"}\")"),
+        ("l.map(c, {'name': c.name, 'n': size(c.env)})", "l.map(c, {'name': dyn(c.name), 'n': dyn(size(c.env))})"),
+    ],
+)
+def test_map_literals_are_made_homogeneous_as_kube_apiserver_checks_them(expression, expected):
+    assert mutating_policy.homogeneous(expression) == expected
+
+
+def test_dyn_changes_no_value():
+    h = mutating_harness.Harness([])
+    text = "[{'key': 'a', 'seconds': 300, 'nested': {'on': true, 'l': [1, 2]}}]"
+    value = h.env.compile(text).eval(data={}).plain_value()
+    assert h.env.compile(mutating_policy.homogeneous(text)).eval(data={}).plain_value() == value
+
+
+@pytest.mark.parametrize("expression", ["{'a': 1", "[1, 2", "'open", "f(1))"])
+def test_an_unbalanced_expression_is_refused(expression):
+    with pytest.raises(ValueError, match="unbalanced CEL expression"):
+        mutating_policy.homogeneous(expression)
+
+
 def test_a_patch_the_jsonpatch_type_would_refuse_is_an_error():
     with pytest.raises(mutating_harness.HarnessError, match="not a JSONPatch"):
         mutating_harness._as_patch({"op": "add", "path": "/a", "valu": 1}, "here")
