@@ -34,7 +34,6 @@ its details do not matter to the webhook, its size does.
 
 from __future__ import annotations
 
-import copy
 import random
 import uuid
 from datetime import UTC, datetime
@@ -88,19 +87,9 @@ def suffix(rng: random.Random) -> str:
     return "".join(rng.choice(NAME_CHARACTERS) for _ in range(SUFFIX_LENGTH))
 
 
-def _quantities(resources: object) -> None:
-    for section in ("limits", "requests"):
-        values = resources.get(section) if isinstance(resources, dict) else None
-        if isinstance(values, dict):
-            for name, value in values.items():
-                if isinstance(value, int | float) and not isinstance(value, bool):
-                    values[name] = str(int(value)) if float(value).is_integer() else str(value)
-
-
-def _default_container(c: dict, pod_level: bool) -> None:
+def _default_container(c: dict) -> None:
     resources = c.setdefault("resources", {})
-    _quantities(resources)
-    if pod_level and resources.get("limits"):
+    if resources.get("limits"):
         requests = resources.setdefault("requests", {})
         for name, value in resources["limits"].items():
             requests.setdefault(name, value)
@@ -123,7 +112,7 @@ def _default(pod: dict) -> None:
     spec = pod.setdefault("spec", {})
     for group in ("initContainers", "containers"):
         for c in spec.get(group) or []:
-            _default_container(c, pod_level=True)
+            _default_container(c)
     spec.setdefault("enableServiceLinks", True)
     spec.setdefault("dnsPolicy", "ClusterFirst")
     spec.setdefault("restartPolicy", "Always")
@@ -236,7 +225,9 @@ def requester(pod: dict) -> str:
 def admitted(pod: dict, token: str, now: str | None = None) -> dict:
     """``pod`` (as its controller creates it) as the mutating webhooks receive it, its token volume
     named with ``token``."""
-    pod = copy.deepcopy(pod)
+    from trainyard.repo.generate.mutating_harness import normalise
+
+    pod = normalise(pod)  # decoded into a typed Pod: nulls dropped, numeric quantities as strings
     pod.setdefault("apiVersion", "v1")
     pod.setdefault("kind", "Pod")
     meta = pod.setdefault("metadata", {})
