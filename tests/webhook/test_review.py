@@ -152,3 +152,28 @@ def test_the_value_count_runs_on_every_body_that_could_exceed_it(policies):
 def test_json_nested_past_orjsons_depth_is_400(policies):
     status, out = answer(policies, b"[" * 2000 + b"]" * 2000)
     assert status == 400 and "not JSON" in out["error"]
+
+
+@pytest.mark.parametrize("number", [str(2**64), str(2**70), "-" + str(2**70)])
+def test_an_integer_past_64_bits_is_denied_naming_the_field(policies, number):
+    """orjson reads an integer past 64 bits as a double: the quantity is still refused, by name."""
+    body = orjson.dumps(admission_review(pod(trainer(gpus=1))))
+    hostile = body.replace(b'"nvidia.com/gpu":1', b'"nvidia.com/gpu":' + number.encode())
+    assert hostile != body
+    status, out = answer(policies, hostile)
+    assert status == 200 and out["response"]["allowed"] is False
+    assert "spec.containers[0].resources.limits[nvidia.com/gpu]" in out["response"]["status"]["message"]
+
+
+@pytest.mark.parametrize("number", ["9" * 400, "1e999", "-1e400"])
+def test_a_number_past_a_doubles_range_is_400(policies, number):
+    body = orjson.dumps(admission_review(pod(trainer(gpus=1))))
+    status, out = answer(policies, body.replace(b'"nvidia.com/gpu":1', b'"nvidia.com/gpu":' + number.encode()))
+    assert status == 400 and "not JSON" in out["error"]
+
+
+def test_a_name_of_megabytes_is_read_and_answered(policies):
+    p = pod(trainer(gpus=1))
+    p["metadata"]["name"] = "a" * 2_000_000
+    status, out = answer(policies, admission_review(p))
+    assert status == 200 and out["response"]["patchType"] == "JSONPatch"
