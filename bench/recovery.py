@@ -39,8 +39,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.results import publish  # noqa: E402
+from trainyard.cluster.processes import wait_for  # noqa: E402
 from trainyard.contract import reports  # noqa: E402
-from trainyard.sandbox.processes import descendants, training_workers, wait_for  # noqa: E402
+from trainyard.sandbox.processes import descendants, training_workers  # noqa: E402
 
 AGENT_LINE = re.compile(
     r"^[IWE](?P<md>\d{4}) (?P<hms>\d\d:\d\d:\d\d)\.(?P<us>\d{6}) \d+ \S+\] "

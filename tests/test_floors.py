@@ -3,7 +3,8 @@
 floor 0  trainyard.contract          standard library only
 floor 1  webhook, trainer            the contract; never each other; only their own extra's packages
 floor 2  trainyard.repo              floors 0-1
-floor 3  trainyard.sandbox           floors 0-2
+floor 3  trainyard.cluster           floors 0-2
+floor 4  trainyard.sandbox           floors 0-3
 top      trainyard.cli               everything
 
 Floor 2 has rooms, ordered the same way (trainyard/repo/__init__.py says what each holds):
@@ -27,7 +28,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("trainyard", "webhook", "trainer")
-TOP = 4
+TOP = 5
 
 # The third-party packages each floor-1 package may import: what its extra installs (pyproject.toml).
 THIRD_PARTY = {
@@ -49,8 +50,10 @@ def floor_of(module: str) -> int | None:
         return 1
     if module.startswith("trainyard.repo"):
         return 2
-    if module.startswith("trainyard.sandbox"):
+    if module.startswith("trainyard.cluster"):
         return 3
+    if module.startswith("trainyard.sandbox"):
+        return 4
     if module.startswith("trainyard."):
         return TOP
     return None
@@ -159,7 +162,7 @@ def test_every_import_points_down():
     ("module", "source", "message"),
     [
         ("webhook.engine", "from trainyard.repo import validate", "floor 1 may not import 2"),
-        ("trainyard.repo.jobs.preview", "def f():\n    from trainyard.sandbox import demo", "floor 2 may not import 3"),
+        ("trainyard.repo.jobs.preview", "def f():\n    from trainyard.sandbox import demo", "floor 2 may not import 4"),
         ("trainyard.contract.names", "import yaml", "floor 0 uses the standard library only"),
         ("trainyard.contract.k8s", "from trainyard.repo.model.rendered import Resource", "floor 0 may not import 2"),
         ("trainer.loop", "from webhook.engine import admit", "never import each other"),
@@ -248,6 +251,6 @@ def test_each_image_copies_only_the_floors_it_runs(image, package):
     missing = sorted(m for m in needed if not is_copied(m))
     assert missing == [], f"{image} does not copy modules the image imports: {missing}"
     other = "trainer" if package == "webhook" else "webhook"
-    higher = ("trainyard/repo", "trainyard/sandbox", other)
+    higher = ("trainyard/repo", "trainyard/cluster", "trainyard/sandbox", other)
     extra = sorted(c for c in copied if c.startswith(higher) or c == "trainyard")
     assert extra == [], f"{image} copies floors it does not run: {extra}"

@@ -28,8 +28,8 @@ from tests.trainer.conftest import (
     trainyard,
     worker_pids,
 )
-from trainyard.sandbox.processes import environ, wait_for
-from trainyard.sandbox.webhook_process import free_port
+from trainyard.cluster.processes import free_port, wait_for
+from trainyard.sandbox.processes import environ
 
 pytestmark = pytest.mark.torchrun
 

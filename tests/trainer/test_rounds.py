@@ -12,8 +12,8 @@ import pytest
 import torch.distributed as dist
 
 from trainer import rounds
+from trainyard.cluster.processes import wait_for
 from trainyard.contract.errors import UserError
-from trainyard.sandbox.processes import wait_for
 
 TIMEOUT = timedelta(seconds=30)
 

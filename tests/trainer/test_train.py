@@ -26,8 +26,7 @@ from tests.trainer.conftest import (
     trainyard,
     worker_pids,
 )
-from trainyard.sandbox.processes import wait_for
-from trainyard.sandbox.webhook_process import free_port
+from trainyard.cluster.processes import free_port, wait_for
 
 pytestmark = pytest.mark.torchrun
 

@@ -18,8 +18,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from trainyard.cluster.processes import wait_for
 from trainyard.sandbox.webhook_process import LocalWebhook as Server
-from trainyard.sandbox.webhook_process import wait_for
 
 __all__ = ["AtomicDir", "Server", "tls_pair", "wait_for"]
 

@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 
 from tests.webhook.conftest import POLICIES, example
 from tests.webhook.server_process import Server, wait_for
-from trainyard.sandbox.webhook_process import free_port
+from trainyard.cluster.processes import free_port
 from webhook.app import BodyBudget, State, create_app
 from webhook.certs import generate
 from webhook.policy import load_policies

@@ -7,13 +7,8 @@ process) and by the tests.
 
 from __future__ import annotations
 
-import subprocess
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TypeVar
-
-T = TypeVar("T")
 
 
 def _parents() -> dict[int, int]:
@@ -58,27 +53,3 @@ def training_workers(pids: Iterable[int]) -> dict[int, int]:
     candidates = {pid: env for pid in pids if "TORCHELASTIC_RUN_ID" in (env := environ(pid)) and "RANK" in env}
     parents = _parents()
     return {int(env["RANK"]): pid for pid, env in candidates.items() if parents.get(pid) not in candidates}
-
-
-def wait_for(
-    condition: Callable[[], T],
-    timeout: float = 15.0,
-    what: str = "condition",
-    proc: subprocess.Popen | None = None,
-    interval: float = 0.05,
-) -> T:
-    """Poll ``condition`` until it returns something true. TimeoutError naming ``what`` after
-    ``timeout`` seconds, RuntimeError at once if ``proc`` exits first."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if proc is not None and proc.poll() is not None:
-            value = condition()
-            if value:
-                return value
-            raise RuntimeError(f"process exited with status {proc.returncode} before: {what}")
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:g} s waiting for: {what}")
-        time.sleep(interval)

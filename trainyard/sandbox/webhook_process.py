@@ -17,13 +17,7 @@ from typing import IO
 
 import httpx
 
-from trainyard.sandbox.processes import wait_for
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from trainyard.cluster.processes import free_port, wait_for
 
 
 def rss_bytes(pid: int) -> int:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+import sys
 from pathlib import Path
 
 import pytest
 
+from tests.trainyard.repo.conftest import REPO_ROOT
 from trainyard.cli import main
 from trainyard.repo.model import repository
 from trainyard.repo.model.rendered import Resource
@@ -212,11 +215,23 @@ def test_kustomize_missing_is_a_clear_error(monkeypatch, tmp_path: Path):
 
     kustomize.command.cache_clear()
     monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))  # no pinned kustomize beside it
     try:
         with pytest.raises(UserError, match="neither 'kustomize' nor 'kubectl'"):
             kustomize.command()
     finally:
         kustomize.command.cache_clear()
+
+
+def test_the_pinned_kustomize_is_the_one_argo_cd_bundles():
+    """make links the kustomize built from kube/go.mod beside the venv's python; the render uses it,
+    and it is the version the Go module pins (Argo CD v3.5.1's)."""
+    from trainyard.repo.model import build_cache, kustomize
+
+    pinned = re.search(r"sigs.k8s.io/kustomize/kustomize/v5 (v[\d.]+)", (REPO_ROOT / "kube/go.mod").read_text())[1]
+    command = kustomize.command()
+    assert command == (str(Path(sys.executable).parent / "kustomize"), "build")
+    assert build_cache.tool_version(command).splitlines()[-1] == pinned
 
 
 def test_render_out_never_deletes_foreign_files(tmp_path, capsys):

@@ -1,4 +1,6 @@
-"""The real kustomize: ``kustomize build`` if it is on PATH, else ``kubectl kustomize``.
+"""The real kustomize, at the version Argo CD v3.5.1 bundles: the one ``make`` builds from
+kube/go.mod into the virtual environment's bin/ (``trainyard cluster build --into``); else a
+``kustomize`` on PATH, else ``kubectl kustomize``.
 
 :func:`build` renders one folder and records, for every object, the file it was defined in:
 the folder is built through a throw-away kustomization that lists it as its only resource and
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import subprocess
 import tempfile
 import threading
@@ -30,8 +33,8 @@ except AttributeError:  # pragma: no cover - depends on how PyYAML was built
     _Loader = yaml.SafeLoader
 
 INSTALL_HINT = (
-    "install kustomize (https://kubectl.docs.kubernetes.io/installation/kustomize/) "
-    "or kubectl, whose 'kubectl kustomize' is the same tool"
+    "run `make tools` (it builds the pinned kustomize from kube/go.mod into .venv/bin), or install "
+    "kustomize (https://kubectl.docs.kubernetes.io/installation/kustomize/)"
 )
 TIMEOUT_S = 120
 
@@ -45,6 +48,9 @@ class KustomizeError(UserError):
 @lru_cache(maxsize=1)
 def command() -> tuple[str, ...]:
     """The build command: ``kustomize build`` or ``kubectl kustomize``."""
+    pinned = Path(sys.executable).parent / "kustomize"  # sys.executable: the venv's python, not its target
+    if pinned.is_file() and os.access(pinned, os.X_OK):
+        return (str(pinned), "build")
     found = shutil.which("kustomize")
     if found:
         return (found, "build")

@@ -1,0 +1,105 @@
+"""``trainyard cluster up|down|build``: the local control plane's commands."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from trainyard.contract.argv import AddParser
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port (1-65535)")
+    return value
+
+
+def register(add_parser: AddParser) -> None:
+    p = add_parser(
+        "cluster",
+        help="a local Kubernetes control plane with a cluster of this repository synced into it",
+        description="Kubernetes built from its Go modules (kube/go.mod) and run on 127.0.0.1: etcd, "
+        "kube-apiserver emulating the cluster's declared version, kube-controller-manager, the cluster's "
+        "admission (the fabric webhook or the MutatingAdmissionPolicies), and the repository applied as "
+        "Argo CD would. The first run builds the components (minutes, progress shown); later runs start "
+        "in seconds.",
+    )
+    sub = p.add_subparsers(dest="cluster_command", metavar="COMMAND", required=True)
+
+    u = sub.add_parser(
+        "up",
+        help="start a cluster in DIR and sync the repository into it",
+        description="Start etcd, kube-apiserver and kube-controller-manager in DIR, start and register the "
+        "cluster's fabric webhook (or apply its MutatingAdmissionPolicies), apply the cluster's rendered "
+        "output, write DIR/kubeconfig and return once ready. The processes keep running until "
+        "`trainyard cluster down --dir DIR`.",
+    )
+    u.add_argument("--cluster", default="dev", help="cluster of clusters/ to run (default dev)")
+    u.add_argument("--dir", required=True, type=Path, help="folder for the cluster's state, PKI, data and logs")
+    u.add_argument("--port", type=_port, default=0, help="kube-apiserver's port on 127.0.0.1 (default: a free one)")
+    u.set_defaults(func=_up)
+
+    d = sub.add_parser(
+        "down",
+        help="stop the cluster in DIR",
+        description="Stop every process `up` started in DIR and remove its data; the logs stay in DIR/logs.",
+    )
+    d.add_argument("--dir", required=True, type=Path, help="the folder given to `up`")
+    d.set_defaults(func=_down)
+
+    b = sub.add_parser(
+        "build",
+        help="build the pinned Kubernetes components (done on first use by the other commands)",
+        description="Build kube (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl) and "
+        "kustomize from kube/go.mod, cached by content; with --into, link the named ones into a folder.",
+    )
+    b.add_argument("names", nargs="*", help="components to link with --into (default: kustomize kubectl)")
+    b.add_argument("--into", type=Path, help="folder to put links in (make uses .venv/bin)")
+    b.set_defaults(func=_build)
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def _up(args: argparse.Namespace) -> int:
+    from trainyard.cluster.up import up
+    from trainyard.repo.model.repository import load
+
+    started = up(load(), args.cluster, args.dir, port=args.port, progress=_say)
+    folder = started.folder
+    for note in started.state.notes:
+        _say(note)
+    _say(f"cluster {args.cluster} is up. To use it:")
+    _say(f"  export KUBECONFIG={folder / 'kubeconfig'} PATH={folder / 'bin'}:$PATH")
+    _say("  kubectl get applications -n argocd")
+    _say(f"Stop it with: trainyard cluster down --dir {args.dir}")
+    return 0
+
+
+def _down(args: argparse.Namespace) -> int:
+    from trainyard.cluster.controlplane import down
+
+    stopped = down(args.dir)
+    _say(f"stopped: {', '.join(stopped) if stopped else 'nothing was running'}; logs kept in {args.dir / 'logs'}")
+    return 0
+
+
+def _build(args: argparse.Namespace) -> int:
+    from trainyard.cluster import components
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    if args.into:
+        for link in components.link_into(args.into, args.names or ["kustomize", "kubectl"], progress=progress):
+            _say(f"{link} -> {link.resolve()}")
+    else:
+        for target in components.TARGETS:
+            _say(str(components.build(target, progress=progress)))
+    return 0

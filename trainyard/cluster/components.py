@@ -1,0 +1,180 @@
+"""The Kubernetes components, built from the Go module in ``kube/`` and cached.
+
+Nothing is downloaded but Go modules (verified by ``kube/go.sum``): ``kube`` is one binary holding
+etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubectl (``kube/cmd/kube``);
+``kustomize`` is built on its own, since ``make validate`` needs it and nothing else.
+
+A build is cached under ``$TRAINYARD_CACHE`` (default ``~/.cache/trainyard``) in a folder named
+by the hash of what decides the binary (go.mod, go.sum, the mains, the Go version), so a fresh
+clone on a machine that built once only links symlinks; builds by concurrent processes wait on
+one lock. Go's own caches (modules, compiled packages) make a rebuild after a pin change quick.
+"""
+
+from __future__ import annotations
+
+import collections
+import fcntl
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from trainyard.contract.errors import UserError
+
+KUBE_MODULE = Path(__file__).resolve().parents[2] / "kube"
+# The Kubernetes release kube/go.mod pins; --version and the API server's /version say it because
+# the build stamps it (an unstamped build reports v0.0.0-master, which Kueue refuses to parse:
+# kueue@v0.19.2:cmd/kueue/main.go setupServerVersionFetcher).
+KUBERNETES_VERSION = "v1.36.3"
+GO_MIN = (1, 26)
+GO_HINT = "install Go >= 1.26 (https://go.dev/dl/, or Debian's golang-1.26) and put its bin/ on PATH"
+
+# component -> (main package, the names it answers to)
+TARGETS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "kube": ("./cmd/kube", ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")),
+    "kustomize": ("sigs.k8s.io/kustomize/kustomize/v5", ("kustomize",)),
+}
+COLD_MINUTES = {"kube": 6, "kustomize": 1}  # on 2 cores with empty Go caches (README)
+
+Progress = Callable[[str], None]
+
+
+class BuildFailed(UserError):
+    exit_code = 1
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def go_binary() -> str:
+    """The ``go`` command, at least Go 1.26 (kube/go.mod's go line); UserError otherwise."""
+    found = shutil.which("go") or next(
+        (str(p) for p in (Path("/usr/local/go/bin/go"),) if p.is_file() and os.access(p, os.X_OK)), None
+    )
+    if not found:
+        raise UserError(f"the Go toolchain is not on PATH; the Kubernetes components are built from source: {GO_HINT}")
+    out = subprocess.run([found, "env", "GOVERSION"], capture_output=True, text=True, check=False).stdout.strip()
+    match = re.match(r"go(\d+)\.(\d+)", out)
+    if not match or (int(match[1]), int(match[2])) < GO_MIN:
+        raise UserError(f"{found} is {out or 'an unknown version'}; {GO_HINT}")
+    return found
+
+
+def cache_root() -> Path:
+    base = os.environ.get("TRAINYARD_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "trainyard"
+    )
+    return Path(base)
+
+
+def _key(target: str, go: str) -> str:
+    digest = hashlib.sha256()
+    files = [KUBE_MODULE / "go.mod", KUBE_MODULE / "go.sum", *sorted((KUBE_MODULE / "cmd").rglob("*.go"))]
+    for path in files:
+        digest.update(str(path.relative_to(KUBE_MODULE)).encode() + b"\0" + path.read_bytes() + b"\0")
+    version = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True, check=False).stdout
+    digest.update(f"{target}\0{TARGETS[target][0]}\0{KUBERNETES_VERSION}\0{version}".encode())
+    return digest.hexdigest()[:16]
+
+
+def _ldflags() -> str:
+    major, minor = KUBERNETES_VERSION.lstrip("v").split(".")[:2]
+    stamp = "k8s.io/component-base/version"
+    return f"-s -w -X {stamp}.gitVersion={KUBERNETES_VERSION} -X {stamp}.gitMajor={major} -X {stamp}.gitMinor={minor}"
+
+
+def _go_env(go: str) -> dict[str, str]:
+    env = dict(os.environ)
+    # Never fetch another toolchain; never touch go.mod/go.sum (a module missing from go.sum is an
+    # error, not a silent addition).
+    env.update({"CGO_ENABLED": "0", "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly"})
+    return env
+
+
+def _run_build(go: str, target: str, out: Path, progress: Progress) -> None:
+    package = TARGETS[target][0]
+    env = _go_env(go)
+    progress(f"{target}: downloading Go modules (verified by kube/go.sum)")
+    download = subprocess.run([go, "mod", "download"], cwd=KUBE_MODULE, env=env, capture_output=True, text=True)
+    if download.returncode:
+        raise BuildFailed(f"go mod download in {KUBE_MODULE} failed:\n{download.stderr.strip()[-2000:]}")
+    listed = subprocess.run([go, "list", "-deps", package], cwd=KUBE_MODULE, env=env, capture_output=True, text=True)
+    total = max(len(listed.stdout.split()), 1)
+    progress(
+        f"{target}: compiling {total} packages (first build about {COLD_MINUTES[target]} min on 2 cores; cached after)"
+    )
+    cmd = [go, "build", "-v", "-trimpath", "-ldflags", _ldflags(), "-o", str(out), package]
+    proc = subprocess.Popen(cmd, cwd=KUBE_MODULE, env=env, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    compiled, last = 0, time.monotonic()
+    tail: collections.deque[str] = collections.deque(maxlen=40)
+    for line in proc.stderr:
+        tail.append(line.rstrip())
+        if re.fullmatch(r"[\w./~-]+\n?", line):  # `go build -v` names each package it compiles
+            compiled += 1
+            if time.monotonic() - last > 10:
+                last = time.monotonic()
+                progress(f"{target}: compiled {compiled}/{total} packages")
+    if proc.wait():
+        errors = "\n".join(t for t in tail if not re.fullmatch(r"[\w./~-]+", t))
+        raise BuildFailed(f"building {target} from {KUBE_MODULE} failed:\n{errors}")
+
+
+def build(target: str, *, progress: Progress = _stderr) -> Path:
+    """The folder holding ``target``'s binary and a link per name it answers to; built if needed."""
+    if target not in TARGETS:
+        raise UserError(f"unknown component {target!r}; choose one of {', '.join(TARGETS)}")
+    if not (KUBE_MODULE / "go.mod").is_file():
+        raise UserError(f"{KUBE_MODULE}/go.mod is missing: the components are built from a checkout of the repository")
+    go = go_binary()
+    folder = cache_root() / "bin" / f"{target}-{_key(target, go)}"
+    binary = folder / target
+    if binary.is_file():
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / f".{target}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building the same thing
+        if binary.is_file():
+            return folder
+        started = time.monotonic()
+        staging = folder.with_name(folder.name + ".partial")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+        _run_build(go, target, staging / target, progress)
+        for name in TARGETS[target][1]:
+            if name != target:
+                (staging / name).symlink_to(target)
+        staging.rename(folder)
+        progress(f"{target}: built in {time.monotonic() - started:.0f} s, cached in {folder}")
+    return folder
+
+
+def command(name: str, *, progress: Progress = _stderr) -> str:
+    """The path of component ``name`` (kube-apiserver, kubectl, kustomize, ...), built if needed."""
+    for target, (_, names) in TARGETS.items():
+        if name in names:
+            return str(build(target, progress=progress) / name)
+    raise UserError(f"no component named {name!r}")
+
+
+def link_into(folder: Path, names: list[str], *, progress: Progress = _stderr) -> list[Path]:
+    """Symlink the named components into ``folder`` (a virtual environment's bin/); build first."""
+    folder.mkdir(parents=True, exist_ok=True)
+    linked = []
+    for name in names:
+        target = Path(command(name, progress=progress))
+        link = folder / name
+        if link.is_symlink() or link.exists():
+            if link.is_symlink() and os.readlink(link) == str(target):
+                linked.append(link)
+                continue
+            link.unlink()
+        link.symlink_to(target)
+        linked.append(link)
+    return linked

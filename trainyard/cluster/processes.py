@@ -1,0 +1,142 @@
+"""Processes a local cluster starts and must be able to stop from another command.
+
+``trainyard cluster up`` returns while etcd, kube-apiserver and the rest keep running; ``down``
+runs later in another process. So each one is started in a session of its own (a signal to the
+terminal that ran ``up`` does not reach it) and recorded with its start time from /proc, so that
+``down`` never signals a process that merely reused the pid.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
+def wait_for(
+    condition: Callable[[], T],
+    timeout: float = 15.0,
+    what: str = "condition",
+    proc: subprocess.Popen | None = None,
+    interval: float = 0.05,
+) -> T:
+    """Poll ``condition`` until it returns something true. TimeoutError naming ``what`` after
+    ``timeout`` seconds, RuntimeError at once if ``proc`` exits first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            value = condition()
+            if value:
+                return value
+            raise RuntimeError(f"process exited with status {proc.returncode} before: {what}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:g} s waiting for: {what}")
+        time.sleep(interval)
+
+
+def start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (/proc/PID/stat field 22), None if gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    if fields[0] == "Z":  # exited, not yet reaped: as good as gone
+        return None
+    return int(fields[19])
+
+
+@dataclass
+class Daemon:
+    """One started process: its name, pid, start time, log file and the ports it listens on."""
+
+    name: str
+    pid: int
+    started: int
+    log: str
+    ports: tuple[int, ...] = ()
+
+    def alive(self) -> bool:
+        return start_time(self.pid) == self.started
+
+    def log_tail(self, chars: int = 3000) -> str:
+        try:
+            text = Path(self.log).read_text(errors="replace")
+        except OSError:
+            return ""
+        return text[-chars:]
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """SIGTERM to its process group, SIGKILL after ``timeout`` seconds."""
+        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
+            if not self.alive():
+                return
+            try:
+                os.killpg(self.pid, sig)
+            except ProcessLookupError:
+                return
+            deadline = time.monotonic() + wait
+            while self.alive() and time.monotonic() < deadline:
+                _reap(self.pid)
+                time.sleep(0.05)
+        if self.alive():
+            raise RuntimeError(f"{self.name} (pid {self.pid}) did not stop")
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> Daemon:
+        return cls(
+            name=str(data["name"]),
+            pid=int(data["pid"]),
+            started=int(data["started"]),
+            log=str(data["log"]),
+            ports=tuple(int(p) for p in data.get("ports", ())),
+        )
+
+
+def _reap(pid: int) -> None:
+    """Collect the exit status if ``pid`` is our child (started by this process)."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def spawn(name: str, argv: list[str], log: Path, ports: tuple[int, ...] = (), env: dict | None = None) -> Daemon:
+    """Start ``argv`` in a new session, stdout and stderr to ``log``."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env
+        )
+    started = start_time(proc.pid)
+    if started is None:  # exited at once: report it through the caller's readiness check
+        started = -1
+    return Daemon(name=name, pid=proc.pid, started=started, log=str(log), ports=ports)

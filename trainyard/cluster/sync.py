@@ -1,0 +1,232 @@
+"""Sync a cluster's rendered repository into a real API server, the way Argo CD does.
+
+The order is Argo CD's: the bootstrap (``kubectl apply -k clusters/<cluster>``), then each
+Application by sync wave and name, and inside one its objects in sync order (trainyard's render
+already sorts them as gitops-engine does: phase, wave, kind, name). An Application asking for
+``ServerSideApply=true`` is applied server-side as field manager ``argocd-controller``
+(argo-cd@v3.5.1:common/common.go ArgoCDSSAManager); the others as ``kubectl apply`` would on an
+empty cluster. ``CreateNamespace=true`` creates the destination namespace first. Field
+validation is strict, as Argo CD's default ``Validate=true`` asks of kubectl.
+
+What does not run here is not applied but sent with ``dryRun=All``, so kube-apiserver still
+validates it: the webhook configurations of upstream controllers (nothing would answer them).
+Upstream Applications (a remote git repository or chart) bring their release's CRDs (crds.py) and
+the namespace of their destination; their controllers are not run by this floor.
+
+A refusal keeps kube-apiserver's own message and is placed at the file and line of the object
+(and of the field, where the API server names one) that caused it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from trainyard.cluster.client import ApiError, Kube
+from trainyard.repo.model import rawyaml
+from trainyard.repo.model.rendered import Resource
+from trainyard.repo.upstream import argocd
+
+SSA_MANAGER = "argocd-controller"
+WEBHOOK_KINDS = frozenset({"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"})
+
+Progress = Callable[[str], None]
+# The trainyard MutatingWebhookConfiguration, rewritten to reach the local webhook; None: dry run
+Rewrite = Callable[[dict], tuple[dict, str] | None]
+
+
+@dataclass
+class Refusal:
+    """kube-apiserver refused one object."""
+
+    resource: Resource
+    message: str
+    where: str  # file:line
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.resource.describe()}: {self.message}"
+
+
+@dataclass
+class Report:
+    applied: int = 0
+    dry_run: int = 0
+    crds: int = 0
+    lines: list[str] = field(default_factory=list)
+    refusals: list[Refusal] = field(default_factory=list)
+
+
+def _sync_options(app: argocd.Application) -> set[str]:
+    options = (app.spec.get("syncPolicy") or {}).get("syncOptions") or []
+    return {str(o) for o in options}
+
+
+# --- where a refusal points ---------------------------------------------------------------------
+
+_INDEX = re.compile(r"\[(\d+)\]")
+
+
+def _field_path(path: str) -> list[str | int]:
+    """``spec.containers[0].image`` -> ["spec", "containers", 0, "image"]."""
+    out: list[str | int] = []
+    for part in path.split("."):
+        name = _INDEX.split(part)
+        if name[0]:
+            out.append(name[0])
+        out += [int(i) for i in _INDEX.findall(part)]
+    return out
+
+
+def locate(repo_root: Path, resource: Resource, field_path: str = "") -> str:
+    """``file:line`` of ``resource`` in the file it came from, at ``field_path`` where it is there."""
+    origin = resource.origin
+    if not origin:
+        return resource.where()
+    try:
+        docs = rawyaml.load((repo_root / origin).read_text(encoding="utf-8"))
+    except (OSError, rawyaml.YamlRefused, UnicodeDecodeError):
+        return resource.where()
+    for doc in docs:
+        if rawyaml.scalar(rawyaml.get(doc, "kind")) != resource.kind:
+            continue
+        if rawyaml.scalar(rawyaml.get(rawyaml.get(doc, "metadata"), "name")) not in (resource.name, None):
+            continue
+        node, line = doc, rawyaml.line(doc)
+        for step in _field_path(field_path) if field_path else []:
+            if isinstance(step, int):
+                values = node.value if isinstance(node, yaml.SequenceNode) else []
+                node = values[step] if step < len(values) else None
+            else:
+                node = rawyaml.get(node, step)
+            if node is None:
+                break
+            line = rawyaml.line(node)
+        return f"{resource.where()}:{line}"
+    return resource.where()
+
+
+def _field_of(exc: ApiError) -> str:
+    if exc.causes and exc.causes[0].field:
+        return exc.causes[0].field
+    match = re.search(
+        r"(?:is invalid|denied the request|Invalid value)[^:]*: ((?:spec|metadata|data)[\w.\[\]-]*)", exc.message
+    )
+    return match.group(1) if match else ""
+
+
+# --- applying ------------------------------------------------------------------------------------
+
+
+class Syncer:
+    def __init__(self, kube: Kube, repo_root: Path, progress: Progress = print) -> None:
+        self.kube = kube
+        self.repo_root = repo_root
+        self.progress = progress
+        self.report = Report()
+
+    def _refused(self, resource: Resource, exc: ApiError) -> None:
+        where = locate(self.repo_root, resource, _field_of(exc))
+        self.report.refusals.append(Refusal(resource, str(exc), where))
+
+    def namespace(self, name: str) -> None:
+        try:
+            self.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        except ApiError as exc:
+            if exc.reason != "AlreadyExists":
+                raise
+
+    def crds(self, docs: list[dict]) -> int:
+        names = []
+        for doc in docs:
+            self.kube.apply(doc, manager=SSA_MANAGER)
+            names.append(doc["metadata"]["name"])
+        self.kube.wait_established(names)
+        groups = {doc["spec"]["group"] for doc in docs}
+        self.kube.discover(groups)
+        self.report.crds += len(docs)
+        return len(docs)
+
+    def one(self, resource: Resource, *, server_side: bool, dry_run: bool) -> bool:
+        doc = resource.doc
+        try:
+            if server_side:
+                self.kube.apply(doc, manager=SSA_MANAGER, dry_run=dry_run)
+            else:
+                self.kube.client_side_apply(doc, dry_run=dry_run)
+        except ApiError as exc:
+            self._refused(resource, exc)
+            return False
+        if dry_run:
+            self.report.dry_run += 1
+        else:
+            self.report.applied += 1
+        if resource.kind == "CustomResourceDefinition" and not dry_run:
+            self.kube.wait_established([resource.name])
+            self.kube.discover([doc["spec"]["group"]])
+        return True
+
+    def objects(
+        self, resources: list[Resource], *, server_side: bool, rewrite: Rewrite | None = None
+    ) -> tuple[int, int]:
+        applied = dry = 0
+        for r in resources:
+            dry_run = False
+            if r.kind in WEBHOOK_KINDS:
+                rewritten = rewrite(r.doc) if rewrite else None
+                if rewritten is None:
+                    dry_run = True  # nothing here would answer it
+                else:
+                    doc, said = rewritten
+                    r = Resource(doc=doc, origin=r.origin, source=r.source, app=r.app, extra=r.extra)
+                    self.progress(f"  {said}")
+            if self.one(r, server_side=server_side, dry_run=dry_run):
+                if dry_run:
+                    dry += 1
+                else:
+                    applied += 1
+        return applied, dry
+
+
+def sync(
+    kube: Kube,
+    repo_root: Path,
+    render: argocd.ClusterRender,
+    *,
+    crds_for: Callable[[str], list[dict]],
+    bootstrap_crds: list[dict],
+    rewrite: Rewrite | None = None,
+    progress: Progress = print,
+) -> Report:
+    """Apply ``render`` as Argo CD would; refusals are collected, not raised."""
+    s = Syncer(kube, repo_root, progress)
+    # What the Argo CD install provides before `kubectl apply -k clusters/<cluster>`: its
+    # namespace and its CRDs (Application, ApplicationSet, AppProject).
+    s.namespace("argocd")
+    s.crds(bootstrap_crds)
+    applied, dry = s.objects(render.root, server_side=False, rewrite=rewrite)
+    progress(f"bootstrap (kubectl apply -k clusters/{render.cluster}): {applied} objects applied")
+    for ar in render.apps:
+        app = ar.app
+        head = f"wave {app.wave:>3} {ar.name}"
+        options = _sync_options(app)
+        namespace = str(app.destination.get("namespace") or "")
+        if ar.upstream:
+            docs = crds_for(ar.name)
+            if namespace:
+                s.namespace(namespace)
+            n = s.crds(docs) if docs else 0
+            progress(f"{head}: upstream release: {n} CRDs and namespace {namespace or '-'}; its controller is not run")
+            continue
+        if ar.self_reference:
+            continue
+        if namespace and "CreateNamespace=true" in options:
+            s.namespace(namespace)
+        applied, dry = s.objects(ar.resources, server_side="ServerSideApply=true" in options, rewrite=rewrite)
+        how = "server-side" if "ServerSideApply=true" in options else "client-side"
+        extra = f", {dry} dry-run only" if dry else ""
+        progress(f"{head}: {applied} objects applied ({how}){extra}")
+    return s.report

@@ -1,0 +1,156 @@
+"""The cluster's fabric webhook, run on loopback for a local cluster, and its registration.
+
+In a cluster the webhook is the Deployment ``trainyard-webhook`` behind a Service, and
+kube-apiserver reaches it through ``clientConfig.service``. Here it is ``trainyard serve`` with the
+arguments of that rendered Deployment (its profile, the policy files of its ConfigMap), on
+127.0.0.1 with a certificate for that address; the rendered MutatingWebhookConfiguration is
+applied with its service reference replaced by the loopback URL and the local CA, and the
+rewrite is said in ``up``'s output. kube-apiserver presents a client certificate (from the
+cluster's CA) named for the webhook's host in its AdmissionConfiguration (the webhook
+admission plugin's ``kubeConfigFile``), and the webhook refuses any client without one.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import sys
+from pathlib import Path
+
+import httpx
+import yaml
+
+from trainyard.cluster.controlplane import wait_ready
+from trainyard.cluster.pki import Pki
+from trainyard.cluster.processes import Daemon, free_port, spawn
+from trainyard.contract.errors import UserError
+from trainyard.repo.model.rendered import Resource
+from trainyard.repo.upstream.argocd import ClusterRender
+from webhook import certs
+
+NAME_LABEL = "app.kubernetes.io/name"
+WEBHOOK_NAME = "trainyard-webhook"
+CLIENT_IDENTITY = "kube-apiserver-webhook-client"
+
+
+def _find(render: ClusterRender, kind: str, name: str) -> Resource | None:
+    return next((r for r in render.resources() if r.kind == kind and r.name == name), None)
+
+
+def runs_webhook(render: ClusterRender) -> bool:
+    return _find(render, "Deployment", WEBHOOK_NAME) is not None
+
+
+def _container_env(deployment: dict, name: str) -> str | None:
+    for c in deployment["spec"]["template"]["spec"]["containers"]:
+        for e in c.get("env") or []:
+            if e.get("name") == name:
+                return str(e.get("value", ""))
+    return None
+
+
+def admission_config(folder: Path, port: int, p: Pki) -> Path:
+    """kube-apiserver's AdmissionConfiguration: the webhook plugins present the client certificate
+    to ``127.0.0.1:port`` (k8s.io/apiserver@v0.36.3:pkg/admission/plugin/webhook/config/apis/
+    webhookadmission/v1 WebhookAdmission; users are matched by host:port,
+    pkg/util/webhook/authentication.go)."""
+    clients = folder / "webhook-clients.kubeconfig"
+    clients.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "users": [
+                    {
+                        "name": f"127.0.0.1:{port}",
+                        "user": {
+                            "client-certificate": str(p.cert(CLIENT_IDENTITY)),
+                            "client-key": str(p.key(CLIENT_IDENTITY)),
+                        },
+                    }
+                ],
+            },
+            sort_keys=False,
+        )
+    )
+    plugin = {
+        "apiVersion": "apiserver.config.k8s.io/v1",
+        "kind": "WebhookAdmissionConfiguration",
+        "kubeConfigFile": str(clients),
+    }
+    config = folder / "admission.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "apiserver.config.k8s.io/v1",
+                "kind": "AdmissionConfiguration",
+                "plugins": [
+                    {"name": "MutatingAdmissionWebhook", "configuration": plugin},
+                    {"name": "ValidatingAdmissionWebhook", "configuration": plugin},
+                ],
+            },
+            sort_keys=False,
+        )
+    )
+    return config
+
+
+class LocalFabricWebhook:
+    """Runs the rendered webhook of a cluster on ``port`` and rewrites its registration."""
+
+    def __init__(self, render: ClusterRender, folder: Path, port: int, client_ca: Path | None) -> None:
+        self.render = render
+        self.folder = folder / "webhook"
+        self.port = port
+        self.client_ca = client_ca
+        self.url = f"https://127.0.0.1:{port}/mutate"
+        deployment = _find(render, "Deployment", WEBHOOK_NAME)
+        if deployment is None:
+            raise UserError(f"cluster {render.cluster} renders no Deployment {WEBHOOK_NAME}")
+        self.profile = _container_env(deployment.doc, "TRAINYARD_PROFILE") or ""
+        # the ConfigMap the Deployment mounts as its policies (kustomize suffixed its name with a hash)
+        volumes = {v.get("name"): v for v in deployment.doc["spec"]["template"]["spec"].get("volumes") or []}
+        self.policies_configmap = str(((volumes.get("policies") or {}).get("configMap") or {}).get("name", ""))
+        if not self.profile:
+            raise UserError(f"{deployment.where()}: the webhook's TRAINYARD_PROFILE is empty in the render")
+
+    def start(self) -> Daemon:
+        tls = self.folder / "tls"
+        certs.generate(tls, dns=["localhost"], ips=["127.0.0.1"])
+        policies = self.folder / "policies"
+        policies.mkdir(parents=True, exist_ok=True)
+        configmap = _find(self.render, "ConfigMap", self.policies_configmap)
+        if configmap is None:
+            raise UserError(f"cluster {self.render.cluster} renders no ConfigMap {self.policies_configmap}")
+        for name, text in (configmap.doc.get("data") or {}).items():
+            (policies / name).write_text(text)
+        probes = free_port()
+        argv = [sys.executable, "-m", "trainyard.cli", "serve", "--policies", str(policies),
+                "--profile", self.profile, "--tls-dir", str(tls), "--host", "127.0.0.1",
+                "--port", str(self.port), "--probe-port", str(probes), "--tls-server-name", "localhost"]  # fmt: skip
+        if self.client_ca:
+            argv += ["--client-ca", str(self.client_ca)]
+        daemon = spawn("trainyard-webhook", argv, self.folder.parent / "logs" / "webhook.log", (self.port, probes))
+        wait_ready(daemon, lambda: httpx.get(f"http://127.0.0.1:{probes}/readyz", timeout=1).status_code == 200,
+              "the webhook's /readyz")  # fmt: skip
+        return daemon
+
+    def rewrite(self, doc: dict) -> tuple[dict, str] | None:
+        """The trainyard MutatingWebhookConfiguration pointed at the local server; None for any other."""
+        labels = (doc.get("metadata") or {}).get("labels") or {}
+        if doc.get("kind") != "MutatingWebhookConfiguration" or labels.get(NAME_LABEL) != WEBHOOK_NAME:
+            return None
+        out = copy.deepcopy(doc)
+        ca = base64.b64encode((self.folder / "tls" / "ca.crt").read_bytes()).decode()
+        said = []
+        for hook in out.get("webhooks") or []:
+            config = hook.setdefault("clientConfig", {})
+            service = config.pop("service", None) or {}
+            config["url"] = self.url
+            config["caBundle"] = ca
+            # cert-manager's CA injector would fill caBundle in a cluster; nothing runs it here
+            (out["metadata"].get("annotations") or {}).pop("cert-manager.io/inject-ca-from", None)
+            ns, name = service.get("namespace"), service.get("name")
+            was = f"service {ns}/{name}:{service.get('port', 443)}{service.get('path', '')}"
+            said.append(f"{hook.get('name')}: {was} -> {self.url} (caBundle: the local webhook CA)")
+        return out, f"MutatingWebhookConfiguration {doc['metadata']['name']} rewritten: " + "; ".join(said)
