@@ -46,7 +46,7 @@ test: $(call STAMP,dev) tools
 
 # The inner loop: every test but the slow tiers (pytest markers, listed in pyproject.toml), spread
 # over the cores. make test stays in one process: the slow tiers time real processes and servers.
-FAST_TIERS := not (netns or torchrun or server or e2e)
+FAST_TIERS := not (netns or torchrun or server or e2e or cluster)
 TEST_WORKERS ?= auto
 test-fast: $(call STAMP,dev) tools
 	$(BIN)/python -m pytest -q -m "$(FAST_TIERS)" -n $(TEST_WORKERS)

@@ -32,6 +32,7 @@ KUBE_MODULE = Path(__file__).resolve().parents[2] / "kube"
 # kueue@v0.19.2:cmd/kueue/main.go setupServerVersionFetcher).
 KUBERNETES_VERSION = "v1.36.3"
 GO_MIN = (1, 26)
+GO_FALLBACKS = ("/usr/local/go/bin/go",)  # where the official tarball puts it, often not on PATH
 GO_HINT = "install Go >= 1.26 (https://go.dev/dl/, or Debian's golang-1.26) and put its bin/ on PATH"
 
 # component -> (main package, the names it answers to)
@@ -54,9 +55,7 @@ def _stderr(line: str) -> None:
 
 def go_binary() -> str:
     """The ``go`` command, at least Go 1.26 (kube/go.mod's go line); UserError otherwise."""
-    found = shutil.which("go") or next(
-        (str(p) for p in (Path("/usr/local/go/bin/go"),) if p.is_file() and os.access(p, os.X_OK)), None
-    )
+    found = shutil.which("go") or next((p for p in GO_FALLBACKS if os.access(p, os.X_OK)), None)
     if not found:
         raise UserError(f"the Go toolchain is not on PATH; the Kubernetes components are built from source: {GO_HINT}")
     out = subprocess.run([found, "env", "GOVERSION"], capture_output=True, text=True, check=False).stdout.strip()

@@ -254,7 +254,7 @@ def _start_controller_manager(kube: str, paths: Paths, server: str) -> Daemon:
 # --- up and down -------------------------------------------------------------------------------
 
 
-def check_free(folder: Path) -> None:
+def check_free(folder: Path, progress: Progress = print) -> None:
     """Refuse a DIR that runs a cluster; clear one whose cluster died (stale)."""
     state = State.load(folder)
     if state is not None:
@@ -265,6 +265,7 @@ def check_free(folder: Path) -> None:
                 f"{folder} already runs cluster {state.cluster} at {state.server}: {names}; "
                 f"stop it first with: trainyard cluster down --dir {folder}"
             )
+        progress(f"{folder}: the cluster {state.cluster} recorded here is no longer running; starting afresh")
         clear(folder)
         return
     if folder.exists() and any(folder.iterdir()):
@@ -309,7 +310,7 @@ def start(
 
     ``prepare`` runs once the PKI exists and returns more kube-apiserver flags (files it wrote)."""
     folder = folder.resolve()
-    check_free(folder)
+    check_free(folder, progress)
     folder.mkdir(parents=True, exist_ok=True)
     paths = Paths(folder)
     kube = components.command("kube-apiserver", progress=progress).rsplit("/", 1)[0] + "/kube"

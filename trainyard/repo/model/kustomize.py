@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import subprocess
+import sys
 import tempfile
 import threading
 from dataclasses import dataclass
