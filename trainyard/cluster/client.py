@@ -194,3 +194,23 @@ class Kube:
                 raise TimeoutError(f"CRDs not established after {timeout:g} s: {', '.join(sorted(pending))}")
             if pending:
                 time.sleep(0.1)
+
+    def wait_served(self, crds: list[dict], timeout: float = 30.0) -> None:
+        """Wait until discovery lists every served version of ``crds``: an Established CRD
+        reaches the discovery document a moment later."""
+        wanted = {
+            (crd["spec"]["group"], v["name"], crd["spec"]["names"]["kind"])
+            for crd in crds
+            for v in crd["spec"]["versions"]
+            if v.get("served", True)
+        }
+        deadline = time.monotonic() + timeout
+        while True:
+            self.discover({group for group, _, _ in wanted})
+            missing = wanted - self._resources.keys()
+            if not missing:
+                return
+            if time.monotonic() > deadline:
+                listed = ", ".join(f"{k} {g}/{v}" for g, v, k in sorted(missing))
+                raise TimeoutError(f"not in discovery after {timeout:g} s: {listed}")
+            time.sleep(0.1)

@@ -29,7 +29,9 @@ def free_port() -> int:
 
 
 def port_in_use(port: int) -> bool:
+    """Whether something listens on 127.0.0.1:``port`` (a closed connection in TIME_WAIT does not count)."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:

@@ -81,41 +81,81 @@ def _field_path(path: str) -> list[str | int]:
     return out
 
 
+def _walk(node: yaml.Node | None, steps: list[str | int]) -> tuple[int, int]:
+    """How many of ``steps`` lead through ``node``, and the line of the last node reached."""
+    depth, line = 0, rawyaml.line(node) if node is not None else 0
+    for step in steps:
+        if isinstance(step, int):
+            values = node.value if isinstance(node, yaml.SequenceNode) else []
+            node = values[step] if step < len(values) else None
+        else:
+            node = rawyaml.get(node, step)
+        if node is None:
+            break
+        depth, line = depth + 1, rawyaml.line(node)
+    return depth, line
+
+
+def _in_document(doc: yaml.Node, resource: Resource, steps: list[str | int]) -> tuple[int, int] | None:
+    """(depth, line) of ``steps`` in ``doc``: the object itself or a patch of it (strategic merge
+    or JSON 6902); None if the document is neither."""
+    if isinstance(doc, yaml.SequenceNode):  # a JSON patch: each op's path, then into its value
+        best = None
+        for op in doc.value:
+            path = rawyaml.scalar(rawyaml.get(op, "path")) or ""
+            pointer: list[str | int] = [int(t) if t.isdigit() else t.replace("~1", "/").replace("~0", "~")
+                                        for t in path.strip("/").split("/") if t]  # fmt: skip
+            if pointer != steps[: len(pointer)]:
+                continue
+            depth, line = _walk(rawyaml.get(op, "value"), steps[len(pointer) :])
+            found = (len(pointer) + depth, line if depth else rawyaml.line(op))
+            best = max(best or found, found)
+        return best
+    if rawyaml.scalar(rawyaml.get(doc, "kind")) != resource.kind:
+        return None
+    if rawyaml.scalar(rawyaml.get(rawyaml.get(doc, "metadata"), "name")) not in (resource.name, None):
+        return None
+    depth, line = _walk(doc, steps)
+    return depth, line if depth else rawyaml.line(doc)
+
+
 def locate(repo_root: Path, resource: Resource, field_path: str = "") -> str:
-    """``file:line`` of ``resource`` in the file it came from, at ``field_path`` where it is there."""
-    origin = resource.origin
-    if not origin:
-        return resource.where()
-    try:
-        docs = rawyaml.load((repo_root / origin).read_text(encoding="utf-8"))
-    except (OSError, rawyaml.YamlRefused, UnicodeDecodeError):
-        return resource.where()
-    for doc in docs:
-        if rawyaml.scalar(rawyaml.get(doc, "kind")) != resource.kind:
+    """``file:line`` of ``field_path`` of ``resource``: in the folder that was built (a job folder's
+    patch sets most fields) or else in the file the object came from."""
+    steps = _field_path(field_path.lstrip(".")) if field_path else []
+    files: list[str] = []
+    if resource.source and resource.origin and not resource.origin.startswith(resource.source.rstrip("/") + "/"):
+        folder = repo_root / resource.source
+        files += sorted(str(p.relative_to(repo_root)) for p in folder.glob("*.y*ml") if p.stem != "kustomization")
+    if resource.origin:
+        files.append(resource.origin)
+    best: tuple[int, int, str] | None = None
+    for rel in files:
+        try:
+            docs = rawyaml.load((repo_root / rel).read_text(encoding="utf-8"))
+        except (OSError, rawyaml.YamlRefused, UnicodeDecodeError):
             continue
-        if rawyaml.scalar(rawyaml.get(rawyaml.get(doc, "metadata"), "name")) not in (resource.name, None):
-            continue
-        node, line = doc, rawyaml.line(doc)
-        for step in _field_path(field_path) if field_path else []:
-            if isinstance(step, int):
-                values = node.value if isinstance(node, yaml.SequenceNode) else []
-                node = values[step] if step < len(values) else None
-            else:
-                node = rawyaml.get(node, step)
-            if node is None:
-                break
-            line = rawyaml.line(node)
-        return f"{resource.where()}:{line}"
-    return resource.where()
+        for doc in docs:
+            found = _in_document(doc, resource, steps)
+            if found and (best is None or found[0] > best[0]):
+                best = (found[0], found[1], rel)
+    if best is None:
+        return resource.where()
+    return f"{best[2]}:{best[1]}"
 
 
 def _field_of(exc: ApiError) -> str:
-    if exc.causes and exc.causes[0].field:
-        return exc.causes[0].field
-    match = re.search(
-        r"(?:is invalid|denied the request|Invalid value)[^:]*: ((?:spec|metadata|data)[\w.\[\]-]*)", exc.message
+    """The field kube-apiserver names in a refusal ('' if none)."""
+    for cause in exc.causes:
+        named = re.search(r'unknown field "([^"]+)"', cause.message) or re.search(r"^\.?([\w.\[\]-]+):", cause.field)
+        if named:
+            return named.group(1)
+        if cause.field:
+            return cause.field
+    named = re.search(r'unknown field "([^"]+)"', exc.message) or re.search(
+        r"(?:^|[\s:])\.?((?:spec|metadata|data|webhooks|rules)(?:\.[\w-]+|\[\d+\])*)", exc.message
     )
-    return match.group(1) if match else ""
+    return named.group(1) if named else ""
 
 
 # --- applying ------------------------------------------------------------------------------------
@@ -145,8 +185,7 @@ class Syncer:
             self.kube.apply(doc, manager=SSA_MANAGER)
             names.append(doc["metadata"]["name"])
         self.kube.wait_established(names)
-        groups = {doc["spec"]["group"] for doc in docs}
-        self.kube.discover(groups)
+        self.kube.wait_served(docs)
         self.report.crds += len(docs)
         return len(docs)
 
@@ -166,7 +205,7 @@ class Syncer:
             self.report.applied += 1
         if resource.kind == "CustomResourceDefinition" and not dry_run:
             self.kube.wait_established([resource.name])
-            self.kube.discover([doc["spec"]["group"]])
+            self.kube.wait_served([doc])
         return True
 
     def objects(

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from trainyard.cluster import controlplane, crds, sync
+from trainyard.cluster.client import ApiError, Kube
 from trainyard.cluster.controlplane import ClusterError, Started
 from trainyard.cluster.processes import free_port
 from trainyard.cluster.webhook import LocalFabricWebhook, admission_config, runs_webhook
@@ -34,6 +35,56 @@ def render_for(repo: Repository, cluster: str) -> argocd.ClusterRender:
         listed = "\n".join(f"  {p}" for p in render.errors())
         raise UserError(f"cluster {cluster} does not render (trainyard validate says more):\n{listed}")
     return render
+
+
+CANARY_NAMESPACE = "trainyard-admission-canary"
+INJECTION_LABEL = ("trainyard.dev/injection", "enabled")  # base/webhook, the namespaces' label
+NETWORKS = "k8s.v1.cni.cncf.io/networks"
+
+
+def wait_admission_live(kube: Kube, image: str, progress: Progress, timeout: float = 30) -> None:
+    """Wait until the fabric admission acts on pods. A webhook configuration or an admission policy
+    takes effect once kube-apiserver's informers see it, a moment after it is created; a dry-run
+    trainer pod in a namespace the fabric selects shows when it does."""
+    key, value = INJECTION_LABEL
+    namespace = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": CANARY_NAMESPACE, "labels": {key: value}},
+    }
+    kube.create(namespace)
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "canary", "namespace": CANARY_NAMESPACE},
+        "spec": {"containers": [{"name": "trainer", "image": image}]},
+    }
+    t0 = time.monotonic()
+    try:
+        while True:
+            try:
+                got = kube.create(pod, dry_run=True)
+                if NETWORKS in (got["metadata"].get("annotations") or {}):
+                    break
+            except ApiError as exc:
+                if exc.code not in (403, 404, 422):  # no ServiceAccount yet; refused until the fabric is on
+                    raise
+            if time.monotonic() - t0 > timeout:
+                raise ClusterError(f"the fabric admission did not act on a trainer pod within {timeout:g} s")
+            time.sleep(0.1)
+    finally:
+        kube.delete(namespace)
+    progress(f"admission live: a trainer pod gets its fabric ({time.monotonic() - t0:.1f} s after the sync)")
+
+
+def _trainer_image(repo: Repository) -> str:
+    """A trainer image of the repository's fabric profiles (policies/), tagged ``canary``."""
+    from webhook.policy import load_policies
+
+    for profile in load_policies(repo.root / "policies").profiles.values():
+        for image in sorted(profile.trainer_images):
+            return f"{image}:canary"
+    raise UserError(f"{repo.rel(repo.root / 'policies')}: no fabric profile names a trainer image")
 
 
 def up(
@@ -76,6 +127,8 @@ def up(
                 rewrite=hook.rewrite if hook else None,
                 progress=progress,
             )
+            if not report.refusals:
+                wait_admission_live(kube, _trainer_image(repo), progress)
         if report.refusals:
             listed = "\n".join(f"  {r}" for r in report.refusals)
             raise ClusterError(

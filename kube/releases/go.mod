@@ -1,0 +1,43 @@
+// The upstream releases whose CustomResourceDefinitions a local cluster installs
+// (trainyard/cluster/crds.py reads them from these modules; which files, and why, is its table).
+// Nothing here is compiled: the module exists so that `go mod download` fetches each release at
+// its pin and go.sum holds the hash each must have (the go command refuses a download that does
+// not match). A separate module, so these pins never move the dependencies of kube/go.mod.
+//
+// Do not run `go mod tidy` here: nothing imports these modules, so tidy would drop them all.
+module trainyard.dev/kube/releases
+
+// Argo CD v3.5.1's go.mod asks for go 1.26.3; the go command raises this line to match.
+go 1.26.3
+
+require (
+	// Argo CD itself (Application, ApplicationSet, AppProject): v3.5.1, the release the
+	// repository targets (kube/go.mod: the kustomize it bundles); CRDs at
+	// argo-cd@v3.5.1:manifests/crds
+	github.com/argoproj/argo-cd/v3 v3.5.1
+	// base/cert-manager/application.yaml: chart cert-manager targetRevision v1.15.3; CRDs at
+	// cert-manager@v1.15.3:deploy/crds. Kueue v0.19.2's go.mod asks for v1.21.0, so minimal
+	// version selection lists that here; the replace below pins what is fetched to v1.15.3.
+	github.com/cert-manager/cert-manager v1.21.0
+	// base/whereabouts/application.yaml: targetRevision v0.8.0, path doc/crds
+	github.com/k8snetworkplumbingwg/whereabouts v0.8.0
+	// base/trainer/application.yaml: targetRevision v2.3.0, path manifests/overlays/manager
+	// (CRDs at trainer/v2@v2.3.0:manifests/base/crds)
+	github.com/kubeflow/trainer/v2 v2.3.0
+	// base/training-operator/application.yaml: targetRevision v1.9.4 (a tag of the
+	// kubeflow/trainer repository, whose go.mod there names this module), CRDs at
+	// training-operator@v1.9.4:manifests/base/crds
+	github.com/kubeflow/training-operator v1.9.4
+	// base/multus/install/kustomization.yaml: multus-cni v4.3.0
+	// deployments/multus-daemonset-thick.yml, whose first document is the CRD (the module path
+	// of Multus v4 is gopkg.in/...multus-cni.v4: multus-cni@v4.3.0:go.mod)
+	gopkg.in/k8snetworkplumbingwg/multus-cni.v4 v4.3.0
+	// base/trainer/application.yaml: JobSet v0.12.0 through trainer@v2.3.0:manifests/third-party/jobset
+	// (CRD at jobset@v0.12.0:config/components/crd/bases)
+	sigs.k8s.io/jobset v0.12.0
+	// base/kueue/application.yaml: chart kueue targetRevision 0.19.2, the release v0.19.2
+	// (CRDs at kueue@v0.19.2:charts/kueue/templates/crd)
+	sigs.k8s.io/kueue v0.19.2
+)
+
+replace github.com/cert-manager/cert-manager => github.com/cert-manager/cert-manager v1.15.3

@@ -1,0 +1,46 @@
+"""Local clusters for the tests: each one the repository's cluster, up once per session."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from trainyard.cluster import controlplane
+from trainyard.cluster.client import Kube
+from trainyard.cluster.controlplane import Started
+from trainyard.cluster.up import up
+from trainyard.repo.model import repository
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
+
+class Clusters:
+    """``clusters["dev"]``: the dev cluster, started on first use and stopped at the end."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.started: dict[str, Started] = {}
+        self.repo = repository.load(REPO_ROOT)
+
+    def __getitem__(self, name: str) -> Started:
+        if name not in self.started:
+            self.started[name] = up(self.repo, name, self.base / name, progress=lambda _: None)
+        return self.started[name]
+
+    def kube(self, name: str) -> Kube:
+        return self[name].client()
+
+    def stop(self) -> None:
+        for started in self.started.values():
+            controlplane.down(started.folder)
+
+
+@pytest.fixture(scope="session")
+def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clusters]:
+    c = Clusters(tmp_path_factory.mktemp("clusters"))
+    try:
+        yield c
+    finally:
+        c.stop()

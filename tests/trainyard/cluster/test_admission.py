@@ -1,0 +1,404 @@
+"""Admission for real: pods created through kube-apiserver v1.36 with the cluster's admission.
+
+Differential: the pod kube-apiserver would store equals the engine's answer, field by field. The
+engine's answer is computed from the pod exactly as kube-apiserver hands it to the mutating
+admission (decoded, defaulted, with its service-account token volume: a dry-run create in a
+namespace no trainyard admission selects), then defaulted again as kube-apiserver does after
+mutation. Every create here is ``dryRun=All``: the cluster validates and admits it, stores nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import re
+import time
+from pathlib import Path
+
+import jsonpatch
+import pytest
+import yaml
+from hypothesis import HealthCheck, assume, given, settings
+
+from tests.webhook import strategies
+from trainyard.cluster.client import ApiError, Kube
+from trainyard.repo.generate.mutating_harness import Harness, limits_hit, normalise
+from webhook import engine
+from webhook.policy import PolicySet, load_policies
+
+pytestmark = pytest.mark.cluster
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+JOBS = "ml-training"  # the job namespace, labelled trainyard.dev/injection=enabled
+PLAIN = "trainyard-test-plain"  # selected by no trainyard admission
+# selected by the fabric admission like the job namespace, without its quota (the dev cluster's
+# quota is a lab's: the example pods of bigger clusters exceed it) nor its job pod-security policy
+INJECTED = "trainyard-test-fabric"
+INJECTION_LABEL = {"trainyard.dev/injection": "enabled"}
+TOKEN_VOLUME = re.compile(r"^kube-api-access-[a-z0-9]{5}$")
+SERVER_SET = ("uid", "creationTimestamp", "resourceVersion", "generation", "managedFields")
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+def _namespace(kube: Kube, name: str, labels: dict | None = None) -> None:
+    try:
+        kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels or {}}})
+    except ApiError as exc:
+        if exc.reason != "AlreadyExists":
+            raise
+    deadline = time.monotonic() + 30
+    while True:  # pods need the namespace's default ServiceAccount, made by kube-controller-manager
+        try:
+            kube.get(f"/api/v1/namespaces/{name}/serviceaccounts/default")
+            return
+        except ApiError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def _plain_namespace(kube: Kube) -> None:
+    _namespace(kube, PLAIN)
+    _namespace(kube, INJECTED, INJECTION_LABEL)
+
+
+_ACCOUNTS: set[tuple[str, str, str]] = set()
+
+
+def _accounts(kube: Kube, pod: dict, *namespaces: str) -> None:
+    """The ServiceAccount a job pod names, in the test namespaces too (the job namespace has it)."""
+    name = (pod.get("spec") or {}).get("serviceAccountName")
+    for namespace in namespaces if name and name != "default" else ():
+        if (kube.server, namespace, name) in _ACCOUNTS:
+            continue
+        sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace}}
+        try:
+            kube.create(sa)
+        except ApiError as exc:
+            if exc.reason != "AlreadyExists":
+                raise
+        _ACCOUNTS.add((kube.server, namespace, name))
+
+
+def _in(pod: dict, namespace: str) -> dict:
+    out = copy.deepcopy(pod)
+    meta = out.setdefault("metadata", {})
+    meta["namespace"] = namespace
+    for key in SERVER_SET:
+        meta.pop(key, None)
+    if not meta.get("name") and not meta.get("generateName"):
+        meta["generateName"] = "differential-"
+    out.pop("status", None)
+    return out
+
+
+def _comparable(pod: dict) -> dict:
+    """What two creates of one pod may not differ in: server-set metadata, the generated name and
+    the random suffix of the token volume's name left out."""
+    out = copy.deepcopy(pod)
+    meta = out["metadata"]
+    for key in (*SERVER_SET, "namespace"):
+        meta.pop(key, None)
+    if meta.get("generateName"):
+        meta.pop("name", None)
+    spec = out["spec"]
+    for volume in spec.get("volumes") or []:
+        if TOKEN_VOLUME.match(volume["name"]):
+            volume["name"] = "kube-api-access"
+    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+        for mount in c.get("volumeMounts") or []:
+            if TOKEN_VOLUME.match(mount["name"]):
+                mount["name"] = "kube-api-access"
+    return out
+
+
+def as_sent(kube: Kube, pod: dict, namespace: str) -> dict:
+    """``pod`` as kube-apiserver hands it to the mutating admission of ``namespace``."""
+    _accounts(kube, pod, PLAIN, INJECTED)
+    sent = kube.create(_in(pod, PLAIN), dry_run=True)
+    return _in(sent, namespace) | {"status": sent.get("status", {})}
+
+
+def engine_answer(kube: Kube, pod: dict, policies: PolicySet, default: str, namespace: str) -> dict | None:
+    """The pod the engine makes of ``pod``, defaulted by kube-apiserver; None if the engine refuses it."""
+    sent = as_sent(kube, pod, namespace)
+    decision = engine.admit(sent, policies, default, namespace)
+    if decision.action == "deny":
+        return None
+    ops = decision.mutation.ops if decision.action == "mutate" and decision.mutation else []
+    mutated = jsonpatch.apply_patch(sent, ops)
+    return kube.create(_in(mutated, PLAIN), dry_run=True)
+
+
+def stored(kube: Kube, pod: dict, namespace: str = INJECTED, headers: dict | None = None) -> dict:
+    return kube.create(_in(pod, namespace), dry_run=True, headers=headers)
+
+
+def _diff(a: dict, b: dict) -> str:
+    return "\n".join(f"{op['op']} {op['path']}: {op.get('value')!r}" for op in jsonpatch.make_patch(a, b).patch)
+
+
+def assert_same(kube: Kube, pod: dict, policies: PolicySet, default: str, namespace: str = JOBS) -> dict:
+    expected = engine_answer(kube, pod, policies, default, namespace)
+    assert expected is not None, "the engine refuses this pod"
+    got = stored(kube, pod, namespace)
+    a, b = _comparable(expected), _comparable(got)
+    assert a == b, f"the stored pod differs from the engine's answer (engine -> stored):\n{_diff(a, b)}"
+    return got
+
+
+def _examples() -> list[dict]:
+    return [yaml.safe_load(p.read_text()) for p in sorted((REPO_ROOT / "examples/pods").glob("*.yaml"))]
+
+
+def _job_pods(cluster: str) -> list[dict]:
+    from trainyard.repo.jobs.preview import preview_path
+    from trainyard.repo.model.repository import load
+
+    repo = load(REPO_ROOT)
+    folders = sorted(p for p in (REPO_ROOT / "overlays" / cluster / "jobs").iterdir() if p.is_dir())
+    return [pod.before for folder in folders for job in preview_path(repo, folder) for pod in job.pods]
+
+
+def _policies(started) -> PolicySet:
+    return load_policies(REPO_ROOT / "policies")
+
+
+def _default_fabric(cluster: str) -> str:
+    from trainyard.cluster.up import render_for
+    from trainyard.repo.model.repository import load
+
+    render = render_for(load(REPO_ROOT), cluster)
+    params = next(r for r in render.resources() if r.kind == "ConfigMap" and r.name == "trainyard-fabric-params")
+    return params.doc["data"]["defaultFabric"]
+
+
+@pytest.fixture(scope="module")
+def dev(clusters):
+    kube = clusters.kube("dev")
+    _plain_namespace(kube)
+    yield kube, load_policies(REPO_ROOT / "policies"), _default_fabric("dev")
+    kube.close()
+
+
+@pytest.fixture(scope="module")
+def prod_ib(clusters):
+    kube = clusters.kube("prod-ib")
+    _plain_namespace(kube)
+    yield kube, load_policies(REPO_ROOT / "policies"), _default_fabric("prod-ib")
+    kube.close()
+
+
+# --- webhook mode -------------------------------------------------------------------------------
+
+
+def test_example_pods_get_exactly_the_engines_fabric(dev):
+    kube, policies, default = dev
+    for pod in _examples():
+        got = assert_same(kube, pod, policies, default, INJECTED)
+        trainers = [c for c in got["spec"]["containers"] if c["image"].startswith("registry.example.com/ml/trainer")]
+        if trainers:  # the fabric really is on it: the shm volume and the network annotation
+            assert NETWORKS in got["metadata"]["annotations"]
+            assert any(v.get("emptyDir", {}).get("medium") == "Memory" for v in got["spec"]["volumes"])
+
+
+@pytest.mark.parametrize("cluster", ["dev", "prod-roce"])
+def test_every_jobs_pods_get_exactly_the_engines_fabric(clusters, cluster):
+    kube = clusters.kube(cluster)
+    _plain_namespace(kube)
+    policies, default = load_policies(REPO_ROOT / "policies"), _default_fabric(cluster)
+    pods = _job_pods(cluster)
+    assert pods
+    for pod in pods:
+        assert_same(kube, pod, policies, default, JOBS)
+    kube.close()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pod=strategies.pods())
+def test_generated_pods_get_exactly_the_engines_fabric(dev, pod):
+    kube, policies, default = dev
+    try:
+        sent = as_sent(kube, pod, INJECTED)
+    except ApiError as exc:
+        assume(exc.code != 422)  # a pod kube-apiserver itself refuses never reaches admission
+        raise
+    decision = engine.admit(sent, policies, default, INJECTED)
+    if decision.action == "deny":  # the webhook refuses it; so does the API server, with the reason
+        with pytest.raises(ApiError) as refused:
+            stored(kube, pod, INJECTED)
+        assert "fabric.trainyard.dev" in refused.value.message
+        return
+    if decision.action == "mutate" and decision.profile.name not in _offered("dev"):
+        # the engine gives any profile's fabric; the cluster's ValidatingAdmissionPolicy then refuses
+        # a fabric the cluster does not offer (trainyard-fabric-params)
+        with pytest.raises(ApiError) as refused:
+            stored(kube, pod, INJECTED)
+        assert "trainyard-fabric-required" in refused.value.message
+        assert f"fabric {decision.profile.name} is not offered on this cluster" in refused.value.message
+        return
+    assert_same(kube, pod, policies, default, INJECTED)
+
+
+# --- refusals and the opt-out --------------------------------------------------------------------
+
+
+def _trainer_pod(annotations: dict | None = None) -> dict:
+    """A pod of one trainer container and nothing of the fabric."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"generateName": "trainer-", "annotations": dict(annotations or {})},
+        "spec": {"containers": [{"name": "trainer", "image": "registry.example.com/ml/trainer:0.1.0"}]},
+    }
+
+
+OPT_OUT = {"trainyard.dev/inject": "false"}
+NETWORKS = "k8s.v1.cni.cncf.io/networks"
+
+
+def _as(user: str, *groups: str) -> dict:
+    headers = {"Impersonate-User": user}
+    if groups:
+        headers["Impersonate-Group"] = ",".join(groups)  # httpx sends one header; the server splits on ","
+    return headers
+
+
+def test_the_opt_out_is_honoured_only_for_a_user_granted_skip(dev, pod_creators):
+    kube = dev[0]
+    pod = _trainer_pod(OPT_OUT)
+    # the platform group is bound to trainyard:fabric-opt-out (base/webhook/opt-out-rbac.yaml)
+    platform = stored(kube, pod, headers=_as("alice", "trainyard:platform"))
+    assert NETWORKS not in (platform["metadata"].get("annotations") or {})
+    # anyone else asking for it gets the fabric all the same
+    other = stored(kube, pod, headers=_as("bob", "developers"))
+    assert NETWORKS in other["metadata"]["annotations"]
+
+
+def test_a_jobs_controller_cannot_opt_its_pods_out(dev, pod_creators):
+    kube = dev[0]
+    controller = "system:serviceaccount:kubeflow-system:jobset-controller-manager"
+    got = stored(kube, _trainer_pod(OPT_OUT), headers=_as(controller, "system:serviceaccounts"))
+    assert NETWORKS in got["metadata"]["annotations"]
+
+
+@pytest.fixture(scope="module")
+def pod_creators(dev):
+    """RBAC for the impersonated requesters: creating pods in the job namespace, as a job's
+    controller may (JobSet's manager role grants it cluster-wide) and as a person may."""
+    kube, _, _ = dev
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": "test-pod-creator"},
+        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "update", "patch"]}],
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "test-pod-creator", "namespace": INJECTED},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "test-pod-creator"},
+        "subjects": [
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"},
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob"},
+            {"kind": "ServiceAccount", "name": "jobset-controller-manager", "namespace": "kubeflow-system"},
+        ],
+    }
+    for obj in (role, binding):
+        kube.apply(obj, manager="tests")
+    yield
+    for obj in (binding, role):
+        kube.delete(obj)
+
+
+def test_without_the_webhook_the_policy_refuses_a_trainer_pod(clusters, dev):
+    """failurePolicy Ignore lets the pod past a webhook that does not answer; the fail-closed
+    ValidatingAdmissionPolicy then refuses it for want of its fabric."""
+    import os
+    import signal
+
+    kube, _, _ = dev
+    hook = next(d for d in clusters["dev"].state.daemons if d.name == "trainyard-webhook")
+    os.killpg(hook.pid, signal.SIGSTOP)  # stopped: kube-apiserver's call times out (timeoutSeconds 5)
+    try:
+        with pytest.raises(ApiError) as refused:
+            stored(kube, _trainer_pod())
+    finally:
+        os.killpg(hook.pid, signal.SIGCONT)
+    assert refused.value.code == 422
+    assert "trainyard-fabric-required" in refused.value.message
+    assert NETWORKS in stored(kube, _trainer_pod())["metadata"]["annotations"]  # answering again
+
+
+def test_an_update_cannot_strip_the_fabric(dev):
+    kube, _, _ = dev
+    body = _in(_trainer_pod(), INJECTED)
+    body["metadata"] |= {"name": "update-strip"}
+    body["metadata"].pop("generateName", None)
+    pod = kube.create(body)
+    try:
+        annotations = dict(pod["metadata"]["annotations"])
+        assert NETWORKS in annotations
+        annotations.pop(NETWORKS)
+        pod["metadata"]["annotations"] = annotations
+        with pytest.raises(ApiError) as refused:
+            kube.request("PUT", kube.path(pod), json=pod)
+        assert refused.value.code == 422 and "trainyard-fabric-required" in refused.value.message
+    finally:
+        kube.delete(pod)
+
+
+# --- policy mode ---------------------------------------------------------------------------------
+
+
+@functools.cache
+def _offered(cluster: str) -> dict[str, str]:
+    """profile -> network attachment the cluster offers (its trainyard-fabric-params)."""
+    from trainyard.cluster.up import render_for
+    from trainyard.repo.model.repository import load
+
+    render = render_for(load(REPO_ROOT), cluster)
+    params = next(r for r in render.resources() if r.kind == "ConfigMap" and r.name == "trainyard-fabric-params")
+    return {k.removeprefix("fabric."): v for k, v in params.doc["data"].items() if k.startswith("fabric.")}
+
+
+def test_policy_mode_pods_get_the_engines_fabric_and_the_harness_agrees(clusters, prod_ib):
+    """prod-ib runs by MutatingAdmissionPolicy on Kubernetes 1.36: the same pods through the real
+    policies equal the engine's answer except where a named limit applies; and the offline CEL
+    harness (validate's fast pre-check) gives the very pod the API server stores."""
+    kube, policies, default = prod_ib
+    render_docs = [r.doc for r in _render_resources("prod-ib") if r.kind == "MutatingAdmissionPolicy"]
+    harness = Harness(render_docs)
+    offered = _offered("prod-ib")
+    checked = limited_seen = 0
+    for pod in _examples() + _job_pods("prod-ib"):
+        sent = as_sent(kube, pod, INJECTED)
+        decision = engine.admit(sent, policies, default, INJECTED)
+        limited = decision.action == "mutate" and limits_hit(sent, decision.profile)
+        outcome = harness.admit(normalise(sent), namespace=INJECTED, default=default, offered=offered)
+        try:
+            got = stored(kube, pod)
+        except ApiError as exc:
+            # a named limit: the policy leaves the pod alone and the fail-closed policy refuses it
+            # (docs/admission.md); the harness too leaves it alone
+            assert limited, f"{pod['metadata'].get('name')}: refused outside the named limits: {exc}"
+            assert "trainyard-fabric-required" in exc.message
+            assert outcome.profile is None
+            limited_seen += 1
+            continue
+        harness_pod = kube.create(_in(outcome.pod, PLAIN), dry_run=True)
+        assert _comparable(harness_pod) == _comparable(got), _diff(_comparable(harness_pod), _comparable(got))
+        if not limited:
+            assert_same(kube, pod, policies, default, INJECTED)
+            checked += 1
+    assert limited_seen >= 1  # the examples include a pod in Multus's JSON form
+    assert checked >= 5
+
+
+def _render_resources(cluster: str):
+    from trainyard.cluster.up import render_for
+    from trainyard.repo.model.repository import load
+
+    return render_for(load(REPO_ROOT), cluster).resources()
