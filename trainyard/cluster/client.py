@@ -20,6 +20,9 @@ import httpx
 # What kubectl apply (and so Argo CD's client-side apply) records on the object
 # (k8s.io/kubectl@v0.36.3:pkg/cmd/apply, corev1.LastAppliedConfigAnnotation).
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+# An unknown or duplicate field is an error, not a warning: kubectl's default (--validate=strict),
+# and so Argo CD's unless an Application sets Validate=false.
+STRICT = {"fieldValidation": "Strict"}
 
 
 @dataclass
@@ -131,14 +134,14 @@ class Kube:
     def create(
         self, obj: dict, *, dry_run: bool = False, namespace: str | None = None, headers: dict | None = None
     ) -> dict:
-        params = {"dryRun": "All"} if dry_run else {}
+        params = {**STRICT, "dryRun": "All"} if dry_run else STRICT
         return self.request(
             "POST", self.path(obj, named=False, namespace=namespace), json=obj, params=params, headers=headers
         )
 
     def apply(self, obj: dict, *, manager: str, dry_run: bool = False, force: bool = True) -> dict:
         """Server-side apply as ``manager``."""
-        params = {"fieldManager": manager, "force": "true" if force else "false"}
+        params = {**STRICT, "fieldManager": manager, "force": "true" if force else "false"}
         if dry_run:
             params["dryRun"] = "All"
         return self.request(
@@ -163,7 +166,7 @@ class Kube:
         except ApiError as exc:
             if exc.reason != "AlreadyExists":
                 raise
-        params = {"dryRun": "All"} if dry_run else {}
+        params = {**STRICT, "dryRun": "All"} if dry_run else STRICT
         return self.request(
             "PATCH",
             self.path(body),
@@ -195,9 +198,16 @@ class Kube:
             if pending:
                 time.sleep(0.1)
 
+    def _lists(self, group: str, version: str, kind: str) -> bool:
+        plural = self._resources[(group, version, kind)].plural
+        response = self.http.get(f"/apis/{group}/{version}/{plural}", params={"limit": "1"})
+        return response.status_code == 200
+
     def wait_served(self, crds: list[dict], timeout: float = 30.0) -> None:
-        """Wait until discovery lists every served version of ``crds``: an Established CRD
-        reaches the discovery document a moment later."""
+        """Wait until discovery lists every served version of ``crds`` and their storage answers:
+        an Established CRD reaches the discovery document a moment later, and its storage
+        initialises for about two seconds more ("storage is (re)initializing"), for all of them
+        at once; waiting here spares the first object of each kind that wait in turn."""
         wanted = {
             (crd["spec"]["group"], v["name"], crd["spec"]["names"]["kind"])
             for crd in crds
@@ -208,6 +218,8 @@ class Kube:
         while True:
             self.discover({group for group, _, _ in wanted})
             missing = wanted - self._resources.keys()
+            if not missing:
+                missing = {key for key in wanted if not self._lists(*key)}
             if not missing:
                 return
             if time.monotonic() > deadline:

@@ -303,12 +303,15 @@ def start(
     version: str,
     *,
     port: int = 0,
-    prepare: Callable[[Paths], list[str]] | None = None,
+    prepare: Callable[[Paths, State], list[str]] | None = None,
+    wait_controllers: bool = True,
     progress: Progress = print,
 ) -> Started:
     """etcd, kube-apiserver and kube-controller-manager, ready; on any failure nothing is left running.
 
-    ``prepare`` runs once the PKI exists and returns more kube-apiserver flags (files it wrote)."""
+    ``prepare`` runs once the PKI exists and returns more kube-apiserver flags (files it wrote);
+    a process it starts goes into the state it is given, so that a failure stops it too. Without
+    ``wait_controllers`` kube-controller-manager is started, not waited for."""
     folder = folder.resolve()
     check_free(folder, progress)
     folder.mkdir(parents=True, exist_ok=True)
@@ -317,7 +320,7 @@ def start(
     state = State(cluster=cluster, kubernetes=version, server="")
     try:
         pki.create(paths.dir / "pki")
-        flags = prepare(paths) if prepare else []
+        flags = prepare(paths, state) if prepare else []
         t0 = time.monotonic()
         etcd = _start_etcd(kube, paths)
         state.daemons.append(etcd)
@@ -335,13 +338,14 @@ def start(
         kcm = _start_controller_manager(kube, paths, server)
         state.daemons.append(kcm)
         state.save(folder)
-        with Kube(server, p.ca, p.cert("admin"), p.key("admin")) as k:
-            # KCM is working once the ServiceAccount controller made default's ServiceAccount
-            wait_ready(
-                kcm,
-                lambda: bool(k.get("/api/v1/namespaces/default/serviceaccounts/default")),
-                "the default ServiceAccount",
-            )
+        if wait_controllers:
+            with Kube(server, p.ca, p.cert("admin"), p.key("admin")) as k:
+                # KCM is working once the ServiceAccount controller made default's ServiceAccount
+                wait_ready(
+                    kcm,
+                    lambda: bool(k.get("/api/v1/namespaces/default/serviceaccounts/default")),
+                    "the default ServiceAccount",
+                )
         _link_tools(paths, kube)
     except BaseException:
         stop(state)

@@ -107,8 +107,10 @@ def _in_document(doc: yaml.Node, resource: Resource, steps: list[str | int]) -> 
                                         for t in path.strip("/").split("/") if t]  # fmt: skip
             if pointer != steps[: len(pointer)]:
                 continue
-            depth, line = _walk(rawyaml.get(op, "value"), steps[len(pointer) :])
-            found = (len(pointer) + depth, line if depth else rawyaml.line(op))
+            value = rawyaml.get(op, "value")
+            depth, line = _walk(value, steps[len(pointer) :])
+            # the field itself where the value reaches it, else the value the op sets, else the op
+            found = (len(pointer) + depth, line if depth else rawyaml.line(value if value is not None else op))
             best = max(best or found, found)
         return best
     if rawyaml.scalar(rawyaml.get(doc, "kind")) != resource.kind:
@@ -180,6 +182,8 @@ class Syncer:
                 raise
 
     def crds(self, docs: list[dict]) -> int:
+        if not docs:
+            return 0
         names = []
         for doc in docs:
             self.kube.apply(doc, manager=SSA_MANAGER)
@@ -243,29 +247,34 @@ def sync(
     """Apply ``render`` as Argo CD would; refusals are collected, not raised."""
     s = Syncer(kube, repo_root, progress)
     # What the Argo CD install provides before `kubectl apply -k clusters/<cluster>`: its
-    # namespace and its CRDs (Application, ApplicationSet, AppProject).
+    # namespace and its CRDs (Application, ApplicationSet, AppProject). The upstream releases'
+    # CRDs go with them: CRDs first, as gitops-engine orders a sync, and all of them waited for
+    # once (a CRD's storage takes about two seconds to start, for any number of CRDs at once).
+    upstream = {ar.name: crds_for(ar.name) for ar in render.apps if ar.upstream}
     s.namespace("argocd")
-    s.crds(bootstrap_crds)
-    applied, dry = s.objects(render.root, server_side=False, rewrite=rewrite)
+    for ar in render.apps:
+        namespace = str(ar.app.destination.get("namespace") or "")
+        if ar.upstream and namespace:
+            s.namespace(namespace)
+    s.crds(bootstrap_crds + [doc for docs in upstream.values() for doc in docs])
+    applied, _ = s.objects(render.root, server_side=False, rewrite=rewrite)
     progress(f"bootstrap (kubectl apply -k clusters/{render.cluster}): {applied} objects applied")
     for ar in render.apps:
-        app = ar.app
-        head = f"wave {app.wave:>3} {ar.name}"
-        options = _sync_options(app)
-        namespace = str(app.destination.get("namespace") or "")
+        head = f"wave {ar.app.wave:>3} {ar.name}"
         if ar.upstream:
-            docs = crds_for(ar.name)
-            if namespace:
-                s.namespace(namespace)
-            n = s.crds(docs) if docs else 0
-            progress(f"{head}: upstream release: {n} CRDs and namespace {namespace or '-'}; its controller is not run")
+            namespace = str(ar.app.destination.get("namespace") or "-")
+            progress(f"{head}: upstream release: {len(upstream[ar.name])} CRDs and namespace {namespace}; "
+                     "its controller is not run here")  # fmt: skip
             continue
         if ar.self_reference:
             continue
+        options = _sync_options(ar.app)
+        namespace = str(ar.app.destination.get("namespace") or "")
         if namespace and "CreateNamespace=true" in options:
             s.namespace(namespace)
-        applied, dry = s.objects(ar.resources, server_side="ServerSideApply=true" in options, rewrite=rewrite)
-        how = "server-side" if "ServerSideApply=true" in options else "client-side"
+        server_side = "ServerSideApply=true" in options
+        applied, dry = s.objects(ar.resources, server_side=server_side, rewrite=rewrite)
+        how = "server-side" if server_side else "client-side"
         extra = f", {dry} dry-run only" if dry else ""
         progress(f"{head}: {applied} objects applied ({how}){extra}")
     return s.report

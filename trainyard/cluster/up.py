@@ -104,18 +104,26 @@ def up(
     if runs_webhook(render):
         hook = LocalFabricWebhook(render, folder, free_port(), client_ca=controlplane.Paths(folder).pki.ca)
 
-        def prepare(paths: controlplane.Paths) -> list[str]:
+        def prepare(paths: controlplane.Paths, state: controlplane.State) -> list[str]:
+            # started first: its Python loads while etcd and kube-apiserver start
+            state.daemons.append(hook.spawn())
             return [f"--admission-control-config-file={admission_config(folder, hook.port, paths.pki)}"]
 
+    # kube-controller-manager is not waited for: the canary pod below needs what it makes
     started = controlplane.start(
-        folder, cluster, facts.spec.kubernetes_version, port=port, prepare=prepare, progress=progress
+        folder,
+        cluster,
+        facts.spec.kubernetes_version,
+        port=port,
+        prepare=prepare,
+        wait_controllers=False,
+        progress=progress,
     )
     state = started.state
     state.admission = facts.spec.admission
     try:
         if hook is not None:
-            state.daemons.append(hook.start())
-            state.save(folder)
+            hook.wait(next(d for d in state.daemons if d.name == "trainyard-webhook"))
             progress(f"trainyard webhook (profile {hook.profile}) serving {hook.url}, client certificates required")
         with started.client() as kube:
             report = sync.sync(

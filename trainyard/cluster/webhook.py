@@ -114,7 +114,8 @@ class LocalFabricWebhook:
         if not self.profile:
             raise UserError(f"{deployment.where()}: the webhook's TRAINYARD_PROFILE is empty in the render")
 
-    def start(self) -> Daemon:
+    def spawn(self) -> Daemon:
+        """Start the server (it loads in the background while the control plane starts)."""
         tls = self.folder / "tls"
         certs.generate(tls, dns=["localhost"], ips=["127.0.0.1"])
         policies = self.folder / "policies"
@@ -130,10 +131,12 @@ class LocalFabricWebhook:
                 "--port", str(self.port), "--probe-port", str(probes), "--tls-server-name", "localhost"]  # fmt: skip
         if self.client_ca:
             argv += ["--client-ca", str(self.client_ca)]
-        daemon = spawn("trainyard-webhook", argv, self.folder.parent / "logs" / "webhook.log", (self.port, probes))
-        wait_ready(daemon, lambda: httpx.get(f"http://127.0.0.1:{probes}/readyz", timeout=1).status_code == 200,
-              "the webhook's /readyz")  # fmt: skip
-        return daemon
+        self.probes = probes
+        return spawn("trainyard-webhook", argv, self.folder.parent / "logs" / "webhook.log", (self.port, probes))
+
+    def wait(self, daemon: Daemon) -> None:
+        probe = f"http://127.0.0.1:{self.probes}/readyz"
+        wait_ready(daemon, lambda: httpx.get(probe, timeout=1).status_code == 200, "the webhook's /readyz")
 
     def rewrite(self, doc: dict) -> tuple[dict, str] | None:
         """The trainyard MutatingWebhookConfiguration pointed at the local server; None for any other."""

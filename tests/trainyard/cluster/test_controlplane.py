@@ -102,7 +102,7 @@ def test_an_api_server_that_dies_is_reported_with_its_log(tmp_path: Path):
     with pytest.raises(
         controlplane.ClusterError, match=r"(?s)kube-apiserver exited before.*unknown flag: --no-such-flag"
     ):
-        controlplane.start(folder, "t", "1.36", prepare=lambda _: ["--no-such-flag"], progress=lambda _: None)
+        controlplane.start(folder, "t", "1.36", prepare=lambda _p, _s: ["--no-such-flag"], progress=lambda _: None)
     assert json.loads((folder / "cluster.json").read_text())["daemons"] == []
 
 
