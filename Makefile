@@ -14,7 +14,7 @@ PREVIEWS ?= previews
 .DEFAULT_GOAL := help
 # the install stamps are real targets, never intermediate files to delete
 .PRECIOUS: $(VENV)/.installed-%
-.PHONY: help setup test test-fast demo lint validate bench tools clean
+.PHONY: help setup test test-fast demo lint validate bench tools kube clean
 
 help:
 	@echo "make demo      the main path end to end on local defaults"
@@ -41,7 +41,12 @@ setup: $(call STAMP,$(EXTRAS))
 tools: $(call STAMP,$(EXTRAS))
 	@$(BIN)/trainyard cluster build --into $(BIN) kustomize
 
-test: $(call STAMP,dev) tools
+# the cluster tier's Kubernetes (etcd, kube-apiserver, kube-controller-manager, kubectl), built
+# from kube/go.mod on first use with progress shown, then cached (~/.cache/trainyard)
+kube: $(call STAMP,$(EXTRAS))
+	@$(BIN)/trainyard cluster build >/dev/null
+
+test: $(call STAMP,dev) tools kube
 	$(BIN)/python -m pytest -q
 
 # The inner loop: every test but the slow tiers (pytest markers, listed in pyproject.toml), spread
@@ -67,7 +72,7 @@ lint: $(call STAMP,dev)
 	$(BIN)/ruff check .
 
 # Figures for bench/README.md; each script writes its table to bench/results/.
-bench: $(call STAMP,dev)
+bench: $(call STAMP,dev) tools kube
 	@command -v wrk >/dev/null 2>&1 || { \
 	  echo "error: the HTTPS benchmarks need the load generator wrk (Debian: apt-get install wrk)"; \
 	  exit 2; }
@@ -76,6 +81,7 @@ bench: $(call STAMP,dev)
 	$(BIN)/python bench/webhook_cpu.py --rounds 16
 	$(BIN)/python bench/webhook_limits.py
 	$(BIN)/python bench/validate.py
+	$(BIN)/python bench/apiserver_admission.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

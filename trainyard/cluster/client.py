@@ -86,7 +86,12 @@ class Kube:
 
     # --- raw requests ------------------------------------------------------------------------
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
-        response = self.http.request(method, path, **kwargs)
+        try:
+            response = self.http.request(method, path, **kwargs)
+        except httpx.RemoteProtocolError:
+            # a kept-alive connection the server closed while idle (Go's IdleTimeout): the request
+            # never reached it, so it is sent once more on a new connection
+            response = self.http.request(method, path, **kwargs)
         if response.status_code >= 400:
             raise ApiError.from_response(response)
         return response.json() if response.content else None
