@@ -1,7 +1,10 @@
-"""A local CA and a serving certificate for the webhook (``trainyard certs``).
+"""A local CA, a serving certificate for the webhook and, on request, a client certificate for
+kube-apiserver from the same CA (``trainyard certs``).
 
-In a cluster, cert-manager issues the certificate (base/webhook); this is for running the
-webhook on a workstation and in tests. ECDSA P-256 keys: small, and fast TLS handshakes.
+In a cluster, cert-manager issues them (base/webhook, base/webhook-client-auth); this is for
+running the webhook on a workstation, a local control plane and tests. ECDSA P-256 keys: small,
+and fast TLS handshakes. The CA's key is never written: every certificate it is to sign is
+signed in the same call (or by a caller that keeps the tuple :func:`generate` returns).
 """
 
 from __future__ import annotations
@@ -17,12 +20,16 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from trainyard.contract.errors import UserError
+from webhook.defaults import CLIENT_NAME
+
+CLIENT_CERT_FILE = "client.crt"
+CLIENT_KEY_FILE = "client.key"
 
 
-def _name(common_name: str) -> x509.Name:
+def _name(common_name: str, organization: str = "trainyard") -> x509.Name:
     return x509.Name(
         [
-            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "trainyard"),
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization),
             x509.NameAttribute(NameOID.COMMON_NAME, common_name),
         ]
     )
@@ -44,7 +51,8 @@ def _write(path: Path, data: bytes, mode: int) -> None:
 
 
 def new_ca(days: int) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-    """A self-signed CA that may sign serving certificates only (path length 0)."""
+    """A self-signed CA that signs end-entity certificates only (path length 0): the webhook's
+    serving certificate and kube-apiserver's client certificate."""
     now = dt.datetime.now(dt.UTC)
     key = ec.generate_private_key(ec.SECP256R1())
     usage = x509.KeyUsage(
@@ -103,20 +111,100 @@ def serving_certificate(
     return cert, key
 
 
+def client_certificate(
+    ca: tuple[x509.Certificate, ec.EllipticCurvePrivateKey],
+    name: str = CLIENT_NAME,
+    days: int = 365,
+    organization: str = "trainyard",
+) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    """A client certificate (ExtendedKeyUsage clientAuth only, so it cannot serve) with common
+    name ``name``, signed by ``ca``: what kube-apiserver presents to ``serve --client-ca``. To
+    kube-apiserver itself the common name is a user and the organisation a group."""
+    _check_days(days)
+    _check_client_name(name)
+    ca_cert, ca_key = ca
+    now = dt.datetime.now(dt.UTC)
+    key = ec.generate_private_key(ec.SECP256R1())
+    usage = x509.KeyUsage(
+        digital_signature=True,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=False,
+        crl_sign=False,
+        encipher_only=False,
+        decipher_only=False,
+    )
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name(name, organization))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(usage, critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    return cert, key
+
+
+def write_client_certificate(
+    out: str | Path,
+    ca: tuple[x509.Certificate, ec.EllipticCurvePrivateKey],
+    name: str = CLIENT_NAME,
+    days: int = 365,
+) -> tuple[Path, Path]:
+    """Write client.crt and client.key (the key readable by its owner only) into ``out``, signed
+    by ``ca`` (what :func:`generate` returns); return their paths, for the ``client-certificate``
+    and ``client-key`` of kube-apiserver's webhook kubeconfig."""
+    cert, key = client_certificate(ca, name, days)
+    target = Path(out)
+    crt_path, key_path = target / CLIENT_CERT_FILE, target / CLIENT_KEY_FILE
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        _write(key_path, _pem_key(key), 0o600)  # key first, as for the serving pair
+        _write(crt_path, cert.public_bytes(serialization.Encoding.PEM), 0o644)
+    except OSError as exc:
+        raise UserError(f"{target}: cannot write the client certificate: {exc}") from None
+    return crt_path, key_path
+
+
+def _check_days(days: int) -> None:
+    if not 1 <= days <= 36500:
+        raise UserError(f"--days {days}: a certificate must be valid for 1 to 36500 days")
+
+
+def _check_client_name(name: str) -> None:
+    if not 1 <= len(name) <= 64 or not name.isprintable():  # RFC 5280 ub-common-name
+        raise UserError(
+            f"--client {name!r}: the client's name (its certificate's common name) must be 1 to 64 printable "
+            f"characters, e.g. {CLIENT_NAME}"
+        )
+
+
 def generate(
     out: str | Path,
     dns: list[str] | None = None,
     ips: list[str] | None = None,
     days: int = 365,
     ca: tuple[x509.Certificate, ec.EllipticCurvePrivateKey] | None = None,
+    client: str | None = None,
 ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     """Write ca.crt, tls.crt and tls.key into ``out``; return the CA (to sign a rotation with).
 
     ``dns`` and ``ips`` are the serving certificate's subject alternative names (default:
     localhost and 127.0.0.1). Pass ``ca`` to sign with an existing CA instead of a new one.
+    With ``client``, also client.crt and client.key: a client certificate of that common name
+    from the same CA (:func:`write_client_certificate`), for ``serve --client-ca ca.crt``.
     """
-    if not 1 <= days <= 36500:
-        raise UserError(f"--days {days}: a certificate must be valid for 1 to 36500 days")
+    _check_days(days)
+    if client is not None:
+        _check_client_name(client)  # before anything is written
     dns = list(dns or [])
     try:
         addresses = [ipaddress.ip_address(ip) for ip in (ips or [])]
@@ -135,4 +223,6 @@ def generate(
         _write(target / "tls.crt", cert.public_bytes(serialization.Encoding.PEM), 0o644)
     except OSError as exc:
         raise UserError(f"{target}: cannot write certificates: {exc}") from None
+    if client is not None:
+        write_client_certificate(target, ca, client, days)
     return ca

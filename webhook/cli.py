@@ -8,7 +8,7 @@ from pathlib import Path
 
 from trainyard.contract.argv import AddParser, bounded_int
 from trainyard.contract.errors import UserError
-from webhook.defaults import HANDSHAKE_TIMEOUT, MAX_CONNECTIONS, REQUEST_TIMEOUT, SERVICE_DNS_NAME, Limits
+from webhook.defaults import CLIENT_NAME, HANDSHAKE_TIMEOUT, MAX_CONNECTIONS, REQUEST_TIMEOUT, SERVICE_DNS_NAME, Limits
 
 MAX_DAYS = 36500  # the CA lives twice as long; both stay far below X.509's year 9999
 
@@ -17,8 +17,10 @@ def register(add_parser: AddParser) -> None:
     p = add_parser(
         "certs",
         help="write a local CA and a serving certificate (ca.crt, tls.crt, tls.key)",
-        description="Write ca.crt, tls.crt and tls.key for running the webhook locally. "
-        "In a cluster, cert-manager issues them (base/webhook).",
+        description="Write ca.crt, tls.crt and tls.key for running the webhook locally; with --client, also "
+        "client.crt and client.key, a client certificate from the same CA for kube-apiserver to present to "
+        "'serve --client-ca DIR/ca.crt'. In a cluster, cert-manager issues them (base/webhook, "
+        "base/webhook-client-auth).",
     )
     p.add_argument("--out", required=True, metavar="DIR", help="directory to write into (created)")
     p.add_argument("--dns", action="append", default=[], metavar="NAME", help="DNS subject alternative name")
@@ -27,7 +29,13 @@ def register(add_parser: AddParser) -> None:
         "--days",
         type=bounded_int(1, MAX_DAYS, "a number of days"),
         default=365,
-        help="validity of the serving certificate in days, 1 to 36500 (default 365)",
+        help="validity of the serving (and client) certificate in days, 1 to 36500 (default 365)",
+    )
+    p.add_argument(
+        "--client",
+        metavar="NAME",
+        help=f"also write client.crt and client.key: a client certificate (ExtendedKeyUsage clientAuth) with "
+        f"common name NAME, e.g. {CLIENT_NAME}, signed by the same CA",
     )
     p.set_defaults(func=_certs)
 
@@ -35,8 +43,8 @@ def register(add_parser: AddParser) -> None:
         "serve",
         help="serve the mutating webhook over TLS",
         description="Serve POST /mutate (AdmissionReview v1), /healthz, /readyz and /metrics over TLS 1.2+. "
-        "Certificates and policies are reloaded when their files change, if they are valid: a refused "
-        "reload is logged, counted and listed by /readyz, and the last good one keeps serving.",
+        "Certificates (and the client CA) and policies are reloaded when their files change, if they are "
+        "valid: a refused reload is logged, counted and listed by /readyz, and the last good one keeps serving.",
     )
     p.add_argument("--policies", required=True, metavar="DIR", help="directory of FabricProfile YAML files")
     p.add_argument("--profile", required=True, metavar="NAME", help="default profile for unlabelled pods")
@@ -64,6 +72,14 @@ def register(add_parser: AddParser) -> None:
         metavar="NAME",
         help="the name kube-apiserver calls the webhook by: a certificate that does not name it is refused "
         f"(default {SERVICE_DNS_NAME}, the Service of base/webhook; '' to skip the check)",
+    )
+    p.add_argument(
+        "--client-ca",
+        metavar="FILE",
+        help="PEM bundle of the CA that signs kube-apiserver's client certificate: every TLS client must then "
+        "present a certificate that chains to it, or the handshake is refused (mutual TLS; off by default, "
+        "since managed control planes present none). Reloaded with tls.crt when the file changes. The probe "
+        "port asks for no certificate (docs/security.md)",
     )
     p.add_argument(
         "--probe-port",
@@ -113,8 +129,9 @@ def register(add_parser: AddParser) -> None:
 def _certs(args: argparse.Namespace) -> int:
     from webhook.certs import generate
 
-    generate(args.out, dns=args.dns, ips=args.ip, days=args.days)
-    print(f"wrote {args.out}/ca.crt, {args.out}/tls.crt, {args.out}/tls.key")
+    generate(args.out, dns=args.dns, ips=args.ip, days=args.days, client=args.client)
+    written = ["ca.crt", "tls.crt", "tls.key"] + (["client.crt", "client.key"] if args.client is not None else [])
+    print("wrote " + ", ".join(f"{args.out}/{name}" for name in written))
     return 0
 
 
@@ -123,6 +140,8 @@ def _serve(args: argparse.Namespace) -> int:
 
     if args.tls_handshake_timeout <= 0:
         raise UserError("--tls-handshake-timeout must be above 0")
+    if args.client_ca == "":  # an unset variable in a manifest must not turn client authentication off
+        raise UserError("--client-ca is empty: give the CA bundle's file, or leave the option out")
     limits = Limits(
         max_connections=args.max_connections,
         handshake_timeout=args.tls_handshake_timeout,
@@ -141,6 +160,7 @@ def _serve(args: argparse.Namespace) -> int:
         server_name=args.tls_server_name or None,
         probe_port=args.probe_port,
         limits=limits,
+        client_ca=args.client_ca,
     )
     return 0
 

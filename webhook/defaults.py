@@ -9,6 +9,10 @@ from dataclasses import dataclass
 # verifies when it calls the webhook through clientConfig.service. A certificate without it is refused.
 SERVICE_DNS_NAME = "trainyard-webhook.trainyard-system.svc"
 
+# The common name of the client certificate kube-apiserver presents to `serve --client-ca`
+# (`trainyard certs --client`, base/webhook-client-auth); the webhook trusts the CA, not the name.
+CLIENT_NAME = "kube-apiserver"
+
 MAX_CONNECTIONS = 1024  # kube-apiserver keeps a few; the rest of the room is for floods
 HANDSHAKE_TIMEOUT = 5.0
 REQUEST_TIMEOUT = 10.0  # headers, then body, each

@@ -17,7 +17,8 @@ its TLS handshake even starts.
   runs the TLS handshake itself (``loop.start_tls`` with ``handshake_timeout``; uvicorn passes no
   handshake timeout to ``create_server``), and hands the TLS transport to a
   :class:`GuardedHttpToolsProtocol`. Each new handshake uses the certificate store's newest
-  context (rotation without restart, see webhook.tls).
+  context (rotation without restart, see webhook.tls). A handshake that fails is reported to
+  ``on_handshake_failed`` (the server counts clients refused for want of a client certificate).
 - :class:`GuardedHttpToolsProtocol` gives each request's headers ``header_timeout`` seconds from
   the connection (after the handshake) or from the request's first byte, and at most
   ``max_headers`` headers in ``max_header_bytes`` bytes (request line included), counted as the
@@ -217,6 +218,7 @@ class TlsGateProtocol(asyncio.Protocol):
     context: Callable[[], ssl.SSLContext]
     http_class: type[GuardedHttpToolsProtocol]
     accepting: Callable[[], bool]
+    on_handshake_failed: Callable[[BaseException], None] | None
 
     @classmethod
     def bind(
@@ -225,6 +227,7 @@ class TlsGateProtocol(asyncio.Protocol):
         limits: Limits,
         context: Callable[[], ssl.SSLContext],
         accepting: Callable[[], bool] = lambda: True,
+        on_handshake_failed: Callable[[BaseException], None] | None = None,
     ) -> type[TlsGateProtocol]:
         http = type(
             "GuardedHttpToolsProtocol",
@@ -237,6 +240,7 @@ class TlsGateProtocol(asyncio.Protocol):
             "context": staticmethod(context),
             "http_class": http,
             "accepting": staticmethod(accepting),
+            "on_handshake_failed": staticmethod(on_handshake_failed) if on_handshake_failed else None,
         }
         return type(cls.__name__, (cls,), attrs)
 
@@ -266,8 +270,14 @@ class TlsGateProtocol(asyncio.Protocol):
         tls.connection_made(transport)
 
     def _handshake_done(self, waiter: asyncio.Future) -> None:
-        if waiter.cancelled() or waiter.exception() is not None:
+        if waiter.cancelled():
             self.gate.release(self.key)  # the TLS layer closed the connection
+            return
+        exc = waiter.exception()
+        if exc is not None:
+            self.gate.release(self.key)
+            if self.on_handshake_failed is not None:
+                self.on_handshake_failed(exc)
 
     def connection_lost(self, exc: Exception | None) -> None:  # pragma: no cover - TLS took over
         self.gate.release(self.key)

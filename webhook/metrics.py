@@ -116,6 +116,15 @@ class Metrics:
         )
         for why in ("evicted_fresh", "evicted_idle", "refused"):
             self.connections_closed.labels(why)
+        self.client_certificates_refused = Counter(
+            "trainyard_webhook_client_certificates_refused",
+            "TLS handshakes refused under --client-ca: missing (the client presented no certificate), "
+            "untrusted (its certificate does not chain to the client CA, or is not valid now)",
+            ["why"],
+            registry=self.registry,
+        )
+        for why in ("missing", "untrusted"):
+            self.client_certificates_refused.labels(why)
         self.in_flight = Gauge(
             "trainyard_webhook_reviews_in_flight",
             "POST /mutate requests received (headers read) and not yet answered",

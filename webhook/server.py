@@ -6,6 +6,10 @@
   reloader notices and the next TLS handshake uses the new pair, if it is valid now and names the
   Service (webhook.tls); otherwise the refusal is logged, counted and shown by /readyz, and the
   previous pair keeps serving.
+- Client certificates (``--client-ca``, off by default): every handshake on the webhook port then
+  requires a certificate that chains to that CA, kube-apiserver's; the bundle is reloaded with the
+  serving pair. Refused handshakes are counted and logged (at most once a minute), since the
+  client only sees the connection close. The probe port asks for none: the kubelet has none.
 - Policies: a ConfigMap mount swaps a symlink when the ConfigMap changes. The reloader loads
   the new set once the files have stopped changing, and takes it only if it means something: it
   parses and validates (webhook.policy), keeps the default profile and every profile the serving
@@ -20,6 +24,7 @@ from __future__ import annotations
 import gc
 import logging
 import signal
+import ssl
 import sys
 import threading
 import time
@@ -33,6 +38,7 @@ from webhook import memory, policy, tls
 from webhook.app import State, create_app
 from webhook.defaults import SERVICE_DNS_NAME, Limits
 from webhook.http_guard import ConnectionGate, TlsGateProtocol
+from webhook.metrics import Metrics
 from webhook.policy import PolicyError, PolicySet, load_policies, reload_problems
 from webhook.probes import ProbeServer
 from webhook.reviewlog import LOGGER, ReviewLog
@@ -138,7 +144,12 @@ class Reloader(threading.Thread):
         if result.loaded:
             self.state.metrics.cert_reloads.labels("success").inc()
             self.accept("certificate")
-            log.info("TLS certificate reloaded from %s (%s)", certs.cert, certs.serving.subject)
+            log.info(
+                "TLS certificate reloaded from %s (%s)%s",
+                certs.cert,
+                certs.serving.subject,
+                f", client CA from {certs.client_ca}" if certs.client_ca is not None else "",
+            )
         else:
             self.state.metrics.cert_reloads.labels("failure").inc()
             self.refuse("certificate", result.reason, result.message)
@@ -174,17 +185,57 @@ class Reloader(threading.Thread):
 
 
 def build(
-    policies_dir: str | Path, profile: str, tls_dir: str | Path, server_name: str | None = SERVICE_DNS_NAME
+    policies_dir: str | Path,
+    profile: str,
+    tls_dir: str | Path,
+    server_name: str | None = SERVICE_DNS_NAME,
+    client_ca: str | Path | None = None,
 ) -> State:
     """Load everything ``serve`` needs, or raise UserError saying what is wrong."""
     directory = Path(policies_dir)
     policies = load_checked(directory, profile)
-    state = State(policies=policies, default=profile, certs=CertStore(tls_dir, server_name))
+    state = State(policies=policies, default=profile, certs=CertStore(tls_dir, server_name, client_ca))
     state.metrics.profiles.set(len(policies.profiles))
     for what, reasons in (("policies", policy.REFUSAL_REASONS), ("certificate", tls.REFUSAL_REASONS)):
         for reason in reasons:
             state.metrics.refusals.labels(what, reason)  # exported as 0 from the start
     return state
+
+
+# OpenSSL's reasons (ssl.SSLError.reason) for a client refused by verify_mode CERT_REQUIRED
+CLIENT_CERT_REFUSALS = {"PEER_DID_NOT_RETURN_A_CERTIFICATE": "missing", "CERTIFICATE_VERIFY_FAILED": "untrusted"}
+
+
+class ClientRefusals:
+    """Counts the handshakes refused for want of a trusted client certificate and says so in the
+    log, once and then at most every ``every`` seconds: kube-apiserver sees only a closed
+    connection (the TLS layer sends no alert), so the webhook's log is where a missing
+    AdmissionConfiguration shows."""
+
+    def __init__(self, metrics: Metrics, client_ca: Path, every: float = 60.0) -> None:
+        self.metrics, self.client_ca, self.every = metrics, client_ca, every
+        self.unlogged = 0
+        self.logged_at: float | None = None
+
+    def __call__(self, exc: BaseException) -> None:
+        why = CLIENT_CERT_REFUSALS.get(getattr(exc, "reason", None) or "") if isinstance(exc, ssl.SSLError) else None
+        if why is None:  # a scanner, a timeout, an old TLS version: not a client-certificate matter
+            return
+        self.metrics.client_certificates_refused.labels(why).inc()
+        self.unlogged += 1
+        now = time.monotonic()
+        if self.logged_at is not None and now - self.logged_at < self.every:
+            return
+        log.warning(
+            "refused %d TLS client(s) without a trusted client certificate (the last: %s, %s); only clients "
+            "with a certificate from %s are served: kube-apiserver presents one when its AdmissionConfiguration "
+            "names this webhook (docs/security.md)",
+            self.unlogged,
+            why,
+            getattr(exc, "verify_message", None) or exc,
+            self.client_ca,
+        )
+        self.unlogged, self.logged_at = 0, now
 
 
 class WebhookServer(uvicorn.Server):
@@ -223,6 +274,7 @@ def uvicorn_server(
     if metrics is not None:
         metrics.connections.set_function(lambda: len(gate))
     accepting = (lambda: not state.draining) if state is not None else (lambda: True)
+    refusals = None if metrics is None or certs.client_ca is None else ClientRefusals(metrics, certs.client_ca)
     config = uvicorn.Config(
         app,
         host=host,
@@ -231,7 +283,7 @@ def uvicorn_server(
         access_log=False,
         lifespan="off",
         loop="uvloop",
-        http=TlsGateProtocol.bind(gate, limits, lambda: certs.current, accepting),
+        http=TlsGateProtocol.bind(gate, limits, lambda: certs.current, accepting, refusals),
         ws="none",
         timeout_keep_alive=30,  # kube-apiserver reuses connections; don't make it re-handshake
         timeout_graceful_shutdown=drain_seconds,
@@ -258,15 +310,23 @@ def serve(
     server_name: str | None = SERVICE_DNS_NAME,
     probe_port: int | None = None,
     limits: Limits | None = None,
+    client_ca: str | Path | None = None,
 ) -> None:
+    """Serve until SIGTERM. ``client_ca``: a PEM bundle; every TLS client must then present a
+    certificate that chains to it (kube-apiserver's, see docs/security.md)."""
     configure_logging(log_level)
     memory.configure()
-    state = build(policies_dir, profile, tls_dir, server_name)
+    state = build(policies_dir, profile, tls_dir, server_name, client_ca)
     assert state.certs is not None
     if logging.getLogger(LOGGER).isEnabledFor(logging.INFO):
         state.review_log = ReviewLog()
     limits = limits or Limits(header_timeout=request_timeout)
     server = uvicorn_server(create_app(state, request_timeout), state.certs, host, port, limits, drain_seconds, state)
+    if client_ca is not None and probe_port is None:
+        log.warning(
+            "--client-ca without --probe-port: /healthz and /readyz answer only clients with a client "
+            "certificate, and the kubelet's probes present none; add --probe-port and probe it"
+        )
     probes = None
     if probe_port is not None:
         try:
@@ -288,10 +348,11 @@ def serve(
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: None)
     log.info(
-        "serving on https://%s:%d%s, default profile %s, profiles %s, at most %d connections",
+        "serving on https://%s:%d%s%s, default profile %s, profiles %s, at most %d connections",
         host,
         port,
         f" (probes and metrics on http://{host}:{probe_port})" if probe_port is not None else "",
+        f", client certificates from {client_ca} required" if client_ca is not None else "",
         profile,
         ", ".join(state.policies.names if state.policies else []),
         limits.max_connections,

@@ -9,6 +9,12 @@ the left-most label accepted; an IP address name when an address is expected). O
 refused, with a reason, and the previous pair keeps serving; a pair refused as not yet valid is
 tried again until its time comes. :meth:`CertStore.serving_problem` says when the pair being
 served has itself stopped being valid.
+
+With a client CA (``serve --client-ca``) every handshake requires a client certificate that
+chains to it (kube-apiserver's, from its AdmissionConfiguration): a client without one is refused
+by the TLS layer before a byte of HTTP is read. The CA bundle is part of the same context as the
+pair, reloaded with it when either changes, and refused (reason ``client_ca``) when it holds no
+CA certificate valid now; the previous context keeps serving.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
 from trainyard.contract.errors import UserError
 from webhook.defaults import SERVICE_DNS_NAME
@@ -30,7 +37,7 @@ CLOCK_SKEW = dt.timedelta(minutes=1)  # a pair issued "now" by a clock a little 
 
 
 # why a certificate/key pair is refused (the reload metric's reasons)
-REFUSAL_REASONS = ("unreadable", "key_mismatch", "expired", "not_yet_valid", "wrong_name")
+REFUSAL_REASONS = ("unreadable", "key_mismatch", "expired", "not_yet_valid", "wrong_name", "client_ca")
 
 
 class CertificateRefused(UserError):
@@ -47,6 +54,46 @@ class Loaded:
     not_before: dt.datetime
     not_after: dt.datetime
     subject: str
+    client_ca_until: dt.datetime | None = None  # when the last CA of the client CA bundle expires
+
+
+def _is_ca(cert: x509.Certificate) -> bool:
+    try:
+        return bool(cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca)
+    except x509.ExtensionNotFound:
+        return False
+
+
+def require_client_certificates(ctx: ssl.SSLContext, client_ca: Path, now: dt.datetime) -> dt.datetime:
+    """Make ``ctx`` require a client certificate that chains to the CAs in ``client_ca`` (PEM);
+    return when the last of them expires, or CertificateRefused saying why the bundle cannot
+    verify anyone."""
+    where = f"{client_ca} (--client-ca)"
+    try:
+        cas = x509.load_pem_x509_certificates(client_ca.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise CertificateRefused(
+            f"{where}: cannot read a PEM bundle of CA certificates: {exc}; give the CA that signs "
+            "kube-apiserver's client certificate",
+            "client_ca",
+        ) from None
+    for cert in cas:
+        if not _is_ca(cert):  # OpenSSL would never verify a chain through it: say so now
+            raise CertificateRefused(
+                f"{where}: {cert.subject.rfc4514_string()} is not a CA certificate (no basicConstraints "
+                "CA:TRUE); give the CA that signs kube-apiserver's client certificate, not a certificate it signed",
+                "client_ca",
+            )
+    valid = [c for c in cas if c.not_valid_before_utc <= now + CLOCK_SKEW and now < c.not_valid_after_utc]
+    if not valid:
+        until = ", ".join(f"{c.not_valid_before_utc.isoformat()} to {c.not_valid_after_utc.isoformat()}" for c in cas)
+        raise CertificateRefused(
+            f"{where}: no CA certificate in it is valid now ({now:%Y-%m-%dT%H:%M:%SZ}; valid {until})", "client_ca"
+        )
+    # the certificates as parsed above (DER), not the file again: a swap in between cannot mix two bundles
+    ctx.load_verify_locations(cadata=b"".join(c.public_bytes(serialization.Encoding.DER) for c in cas))
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    return max(c.not_valid_after_utc for c in valid)
 
 
 def _names(cert: x509.Certificate) -> tuple[list[str], list[str]]:
@@ -74,8 +121,11 @@ def names_server(cert: x509.Certificate, server_name: str) -> bool:
     return any(ipaddress.ip_address(ip) == address for ip in ips)
 
 
-def load_pair(cert: Path, key: Path, server_name: str | None, now: dt.datetime | None = None) -> Loaded:
-    """The pair as a server context, or CertificateRefused saying why it must not serve."""
+def load_pair(
+    cert: Path, key: Path, server_name: str | None, now: dt.datetime | None = None, client_ca: Path | None = None
+) -> Loaded:
+    """The pair as a server context (requiring client certificates from ``client_ca`` when one is
+    given), or CertificateRefused saying why it must not serve."""
     now = now or dt.datetime.now(dt.UTC)
     try:
         pem = cert.read_bytes()
@@ -106,7 +156,8 @@ def load_pair(cert: Path, key: Path, server_name: str | None, now: dt.datetime |
             "kube-apiserver would refuse it",
             "wrong_name",
         )
-    return Loaded(ctx, before, after, leaf.subject.rfc4514_string())
+    client_ca_until = require_client_certificates(ctx, client_ca, now) if client_ca is not None else None
+    return Loaded(ctx, before, after, leaf.subject.rfc4514_string(), client_ca_until)
 
 
 @dataclass(frozen=True)
@@ -119,17 +170,20 @@ class Reload:
 
 
 class CertStore:
-    def __init__(self, tls_dir: str | Path, server_name: str | None = SERVICE_DNS_NAME) -> None:
+    def __init__(
+        self, tls_dir: str | Path, server_name: str | None = SERVICE_DNS_NAME, client_ca: str | Path | None = None
+    ) -> None:
         root = Path(tls_dir)
         self.cert, self.key = root / CERT_FILE, root / KEY_FILE
         self.server_name = server_name
+        self.client_ca = Path(client_ca) if client_ca is not None else None
         missing = [p.name for p in (self.cert, self.key) if not p.is_file()]
         if missing:
             raise UserError(
                 f"{root}: missing {' and '.join(missing)} (a kubernetes.io/tls Secret mount, "
                 "or run 'trainyard certs --out DIR')"
             )
-        self.serving = load_pair(self.cert, self.key, server_name)
+        self.serving = load_pair(self.cert, self.key, server_name, client_ca=self.client_ca)
         self.signature = self.stat()
         self._refused: tuple[tuple, str] | None = None
 
@@ -138,10 +192,14 @@ class CertStore:
         """The context for the next handshake."""
         return self.serving.context
 
+    @property
+    def files(self) -> tuple[Path, ...]:
+        return (self.cert, self.key) if self.client_ca is None else (self.cert, self.key, self.client_ca)
+
     def stat(self) -> tuple:
-        """What changes when either file changes (stat follows the Secret mount's symlinks)."""
+        """What changes when any of the files changes (stat follows the Secret mount's symlinks)."""
         out = []
-        for p in (self.cert, self.key):
+        for p in self.files:
             try:
                 st = p.stat()
                 out.append((st.st_ino, st.st_mtime_ns, st.st_size))
@@ -150,8 +208,9 @@ class CertStore:
         return tuple(out)
 
     def reload_if_changed(self) -> Reload | None:
-        """None: nothing new to report; else the pair on disk was loaded or refused (a refusal is
-        reported once per change of the files; a not-yet-valid pair is retried quietly)."""
+        """None: nothing new to report; else the pair (and client CA) on disk was loaded or refused
+        (a refusal is reported once per change of the files; a not-yet-valid pair is retried
+        quietly)."""
         signature = self.stat()
         if signature == self.signature:
             return None
@@ -159,7 +218,7 @@ class CertStore:
         if retry and self._refused[1] != "not_yet_valid":  # type: ignore[index]
             return None
         try:
-            loaded = load_pair(self.cert, self.key, self.server_name)
+            loaded = load_pair(self.cert, self.key, self.server_name, client_ca=self.client_ca)
         except CertificateRefused as exc:
             self._refused = (signature, exc.reason)
             return None if retry else Reload(False, exc.reason, str(exc))
@@ -173,4 +232,7 @@ class CertStore:
             return f"the serving certificate expired at {self.serving.not_after.isoformat()}"
         if now + CLOCK_SKEW < self.serving.not_before:
             return f"the serving certificate is not valid before {self.serving.not_before.isoformat()}"
+        until = self.serving.client_ca_until
+        if until is not None and now >= until:  # no client certificate can be verified any more
+            return f"the client CA ({self.client_ca}) expired at {until.isoformat()}"
         return None

@@ -45,14 +45,18 @@ class LocalWebhook:
         cpus: set[int] | None = None,
         command: list[str] | None = None,
         server_name: str = "localhost",
+        client_cert: tuple[Path, Path] | None = None,
     ) -> None:
         """``command`` replaces ``trainyard serve`` (the benchmark's floor server takes the same
         flags); ``cpus`` pins the server to those cores. ``server_name`` is the name the server's
         certificate must carry (``trainyard certs`` writes one for localhost and 127.0.0.1). The
-        probes and metrics listen on ``probe_port`` (plain HTTP)."""
+        probes and metrics listen on ``probe_port`` (plain HTTP). ``client_cert`` (certificate,
+        key) is presented by :meth:`client` and :meth:`ssl_context`, as kube-apiserver would to a
+        server started with ``--client-ca``."""
         self.port = free_port()
         self.probe_port = free_port()
         self.ca = ca
+        self.client_cert = client_cert
         self.base = f"https://127.0.0.1:{self.port}"
         self.log_path = log
         self._log: IO[bytes] | int = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115
@@ -81,7 +85,10 @@ class LocalWebhook:
             raise
 
     def ssl_context(self) -> ssl.SSLContext:
-        return ssl.create_default_context(cafile=str(self.ca))
+        ctx = ssl.create_default_context(cafile=str(self.ca))
+        if self.client_cert is not None:
+            ctx.load_cert_chain(*self.client_cert)
+        return ctx
 
     def client(self, **kwargs: object) -> httpx.Client:
         return httpx.Client(base_url=self.base, verify=self.ssl_context(), timeout=10, **kwargs)

@@ -405,3 +405,62 @@ def _render_resources(cluster: str):
     from trainyard.repo.model.repository import load
 
     return render_for(load(REPO_ROOT), cluster).resources()
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pod=strategies.pods())
+def test_every_harness_verdict_on_generated_pods_is_the_api_servers(prod_ib, pod):
+    """The offline CEL harness stays as validate's fast pre-check: on odd but valid pods, what it
+    makes of a pod is what the real policies make of it."""
+    kube, _, default = prod_ib
+    try:
+        sent = as_sent(kube, pod, INJECTED)
+    except ApiError as exc:
+        assume(exc.code != 422)
+        raise
+    harness = _harness("prod-ib")
+    outcome = harness.admit(normalise(sent), namespace=INJECTED, default=default, offered=_offered("prod-ib"))
+    try:
+        got = stored(kube, pod)
+    except ApiError as exc:
+        # refused after the policies: the harness's pod must be refused alike
+        with pytest.raises(ApiError) as again:
+            kube.create(_in(outcome.pod, INJECTED), dry_run=True)
+        assert again.value.message.split(": ", 1)[-1] == exc.message.split(": ", 1)[-1]
+        return
+    harness_pod = kube.create(_in(outcome.pod, PLAIN), dry_run=True)
+    assert _comparable(harness_pod) == _comparable(got), _diff(_comparable(harness_pod), _comparable(got))
+
+
+@functools.cache
+def _harness(cluster: str) -> Harness:
+    return Harness([r.doc for r in _render_resources(cluster) if r.kind == "MutatingAdmissionPolicy"])
+
+
+def test_only_kube_apiserver_may_call_the_webhook(clusters, dev):
+    """The API server's calls succeed (every test above); a client without the certificate
+    kube-apiserver presents is refused at the TLS handshake, before any HTTP."""
+    import socket
+    import ssl
+
+    started = clusters["dev"]
+    hook = next(d for d in started.state.daemons if d.name == "trainyard-webhook")
+
+    def answer(client_cert: bool) -> bytes:
+        context = ssl.create_default_context(cafile=str(started.folder / "webhook" / "tls" / "ca.crt"))
+        if client_cert:
+            p = started.paths.pki
+            context.load_cert_chain(p.cert("kube-apiserver-webhook-client"), p.key("kube-apiserver-webhook-client"))
+        request = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        try:
+            with (
+                socket.create_connection(("127.0.0.1", hook.ports[0]), timeout=10) as raw,
+                context.wrap_socket(raw, server_hostname="localhost") as tls,
+            ):
+                tls.sendall(request)  # TLS 1.3: the server's refusal arrives on the first read
+                return tls.recv(64)
+        except (ssl.SSLError, ConnectionResetError, BrokenPipeError):
+            return b""
+
+    assert answer(client_cert=True).startswith(b"HTTP/1.1 200")  # kube-apiserver's certificate
+    assert answer(client_cert=False) == b""
