@@ -40,7 +40,7 @@ TARGETS: dict[str, tuple[str, tuple[str, ...]]] = {
     "kube": ("./cmd/kube", ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")),
     "kustomize": ("sigs.k8s.io/kustomize/kustomize/v5", ("kustomize",)),
 }
-COLD_MINUTES = {"kube": 6, "kustomize": 1}  # on 2 cores with empty Go caches (README)
+COLD_MINUTES = {"kube": 5, "kustomize": 1}  # on 2 cores with empty Go caches (README)
 
 Progress = Callable[[str], None]
 
