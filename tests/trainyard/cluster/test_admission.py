@@ -18,7 +18,7 @@ from pathlib import Path
 import jsonpatch
 import pytest
 import yaml
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, event, given, settings
 
 from tests.webhook import strategies
 from trainyard.cluster.client import ApiError, Kube
@@ -223,7 +223,9 @@ def test_generated_pods_get_exactly_the_engines_fabric(dev, pod):
     try:
         sent = as_sent(kube, pod, INJECTED)
     except ApiError as exc:
-        assume(exc.code != 422)  # a pod kube-apiserver itself refuses never reaches admission
+        if exc.code == 422:  # a pod kube-apiserver itself refuses never reaches admission
+            event("refused by kube-apiserver's validation")
+            return
         raise
     try:
         decision = engine.admit(sent, policies, default, INJECTED)
@@ -416,7 +418,9 @@ def test_every_harness_verdict_on_generated_pods_is_the_api_servers(prod_ib, pod
     try:
         sent = as_sent(kube, pod, INJECTED)
     except ApiError as exc:
-        assume(exc.code != 422)
+        if exc.code == 422:  # refused before admission: nothing to compare
+            event("refused by kube-apiserver's validation")
+            return
         raise
     harness = _harness("prod-ib")
     outcome = harness.admit(normalise(sent), namespace=INJECTED, default=default, offered=_offered("prod-ib"))
