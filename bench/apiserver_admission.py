@@ -43,12 +43,11 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import cluster_pods  # noqa: E402
 from results import publish, table  # noqa: E402
 
 from trainyard.cluster import controlplane  # noqa: E402
-from trainyard.cluster.client import ApiError  # noqa: E402
 from trainyard.cluster.up import up  # noqa: E402
-from trainyard.repo.jobs.preview import preview_path  # noqa: E402
 from trainyard.repo.model.repository import load  # noqa: E402
 
 JOBS = "ml-training"
@@ -65,19 +64,16 @@ CONNECTIONS = 32  # client-go keeps many requests in flight over HTTP/2; over HT
 
 
 def job_pods(cluster: str) -> list[dict]:
-    repo = load(ROOT)
-    folders = sorted(p for p in (ROOT / "overlays" / cluster / "jobs").iterdir() if p.is_dir())
+    """The cluster's job pods, owner references dropped and named by generateName."""
     pods = []
-    for folder in folders:
-        for job in preview_path(repo, folder):
-            for pod in job.pods:
-                body = copy.deepcopy(pod.before)
-                meta = body["metadata"]
-                meta.pop("ownerReferences", None)
-                meta.pop("name", None)
-                meta["generateName"] = (meta.get("generateName") or "bench") + "-"
-                body.pop("status", None)
-                pods.append(body)
+    for pod in cluster_pods.job_pods(ROOT, cluster):
+        body = copy.deepcopy(pod)
+        meta = body["metadata"]
+        meta.pop("ownerReferences", None)
+        meta.pop("name", None)
+        meta["generateName"] = (meta.get("generateName") or "bench") + "-"
+        body.pop("status", None)
+        pods.append(body)
     return pods
 
 
@@ -139,22 +135,10 @@ def measure(cluster: str, rates: list[int], seconds: list[int], folder: Path) ->
         accounts = {p["spec"].get("serviceAccountName") for p in pods} - {None, "default"}
         for ns in NAMESPACES:  # the ServiceAccounts the jobs' pods name (their controllers make some)
             for name in accounts:
-                try:
-                    meta = {"name": name, "namespace": ns}
-                    kube.create({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta})
-                except ApiError as exc:
-                    if exc.reason != "AlreadyExists":
-                        raise
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:  # and their default one, from kube-controller-manager
-                try:
-                    kube.get(f"/api/v1/namespaces/{ns}/serviceaccounts/default")
-                    break
-                except Exception:
-                    time.sleep(0.1)
-        p = started.paths.pki
-        context = ssl.create_default_context(cafile=str(p.ca))
-        context.load_cert_chain(str(p.cert("admin")), str(p.key("admin")))
+                meta = {"name": name, "namespace": ns}
+                kube.create_if_absent({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta})
+            kube.wait_service_account(ns)  # and its default one, from kube-controller-manager
+        context = started.paths.pki.client_context()
         out = {}
         for rate, secs in zip(rates, seconds, strict=True):
             for namespace in NAMESPACES:

@@ -69,16 +69,15 @@ KEYED_LISTS = {
 }
 
 
-def job_pods(root: Path = ROOT) -> list[dict]:
-    """The pods of every job folder of the repository, as their controllers create them, job by job."""
-    from trainyard.repo.jobs.preview import preview_path
+def job_pods(root: Path = ROOT, cluster: str = "*") -> list[dict]:
+    """The pods of every job folder of the repository (or of ``cluster``), as their controllers
+    create them, job by job."""
+    from trainyard.repo.jobs.preview import cluster_job_pods
     from trainyard.repo.model.repository import load
 
-    repo = load(root)
-    folders = sorted(p for p in (root / "overlays").glob("*/jobs/*") if p.is_dir())
-    pods = [pod.before for folder in folders for job in preview_path(repo, folder) for pod in job.pods]
+    pods = cluster_job_pods(load(root), cluster)
     if not pods:
-        raise SystemExit(f"{root}/overlays/*/jobs/*: no job folder makes a pod")
+        raise SystemExit(f"{root}/overlays/{cluster}/jobs/*: no job folder makes a pod")
     return pods
 
 

@@ -55,17 +55,7 @@ def new_ca(days: int) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     serving certificate and kube-apiserver's client certificate."""
     now = dt.datetime.now(dt.UTC)
     key = ec.generate_private_key(ec.SECP256R1())
-    usage = x509.KeyUsage(
-        digital_signature=False,
-        content_commitment=False,
-        key_encipherment=False,
-        data_encipherment=False,
-        key_agreement=False,
-        key_cert_sign=True,
-        crl_sign=True,
-        encipher_only=False,
-        decipher_only=False,
-    )
+    usage = _key_usage(digital_signature=False, key_cert_sign=True, crl_sign=True)
     cert = (
         x509.CertificateBuilder()
         .subject_name(_name("trainyard local CA"))
@@ -82,6 +72,54 @@ def new_ca(days: int) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     return cert, key
 
 
+def _key_usage(
+    *, digital_signature: bool = False, key_cert_sign: bool = False, crl_sign: bool = False
+) -> x509.KeyUsage:
+    """KeyUsage with only the named bits set."""
+    return x509.KeyUsage(
+        digital_signature=digital_signature,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=key_cert_sign,
+        crl_sign=crl_sign,
+        encipher_only=False,
+        decipher_only=False,
+    )
+
+
+def _leaf(
+    ca: tuple[x509.Certificate, ec.EllipticCurvePrivateKey],
+    subject: x509.Name,
+    days: int,
+    purpose: x509.ObjectIdentifier,
+    extensions: list[tuple[x509.ExtensionType, bool]],
+) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    """A certificate for ``purpose`` (serverAuth or clientAuth) signed by ``ca``, valid from five
+    minutes ago (clock skew) for ``days``; ``extensions`` (extension, critical) come first."""
+    ca_cert, ca_key = ca
+    now = dt.datetime.now(dt.UTC)
+    key = ec.generate_private_key(ec.SECP256R1())
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=days))
+    )
+    for extension, critical in extensions:
+        builder = builder.add_extension(extension, critical=critical)
+    cert = (
+        builder.add_extension(x509.ExtendedKeyUsage([purpose]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    return cert, key
+
+
 def serving_certificate(
     ca: tuple[x509.Certificate, ec.EllipticCurvePrivateKey],
     dns: list[str],
@@ -89,26 +127,11 @@ def serving_certificate(
     days: int,
 ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     """A server certificate for ``dns`` and ``addresses``, signed by ``ca``."""
-    ca_cert, ca_key = ca
-    now = dt.datetime.now(dt.UTC)
-    key = ec.generate_private_key(ec.SECP256R1())
     sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns]
     sans += [x509.IPAddress(a) for a in addresses]
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(_name(dns[0] if dns else str(addresses[0])))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=days))
-        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    return cert, key
+    subject = _name(dns[0] if dns else str(addresses[0]))
+    leaf = [(x509.SubjectAlternativeName(sans), False), (x509.BasicConstraints(ca=False, path_length=None), True)]
+    return _leaf(ca, subject, days, ExtendedKeyUsageOID.SERVER_AUTH, leaf)
 
 
 def client_certificate(
@@ -122,35 +145,8 @@ def client_certificate(
     kube-apiserver itself the common name is a user and the organisation a group."""
     _check_days(days)
     _check_client_name(name)
-    ca_cert, ca_key = ca
-    now = dt.datetime.now(dt.UTC)
-    key = ec.generate_private_key(ec.SECP256R1())
-    usage = x509.KeyUsage(
-        digital_signature=True,
-        content_commitment=False,
-        key_encipherment=False,
-        data_encipherment=False,
-        key_agreement=False,
-        key_cert_sign=False,
-        crl_sign=False,
-        encipher_only=False,
-        decipher_only=False,
-    )
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(_name(name, organization))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(usage, critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    return cert, key
+    leaf = [(x509.BasicConstraints(ca=False, path_length=None), True), (_key_usage(digital_signature=True), True)]
+    return _leaf(ca, _name(name, organization), days, ExtendedKeyUsageOID.CLIENT_AUTH, leaf)
 
 
 def write_client_certificate(

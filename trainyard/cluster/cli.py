@@ -6,17 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from trainyard.contract.argv import AddParser
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
-    if not 1 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"{value} is not a port (1-65535)")
-    return value
+from trainyard.contract.argv import AddParser, bounded_int
 
 
 def register(add_parser: AddParser) -> None:
@@ -41,7 +31,12 @@ def register(add_parser: AddParser) -> None:
     )
     u.add_argument("--cluster", default="dev", help="cluster of clusters/ to run (default dev)")
     u.add_argument("--dir", required=True, type=Path, help="folder for the cluster's state, PKI, data and logs")
-    u.add_argument("--port", type=_port, default=0, help="kube-apiserver's port on 127.0.0.1 (default: a free one)")
+    u.add_argument(
+        "--port",
+        type=bounded_int(1, 65535, "a port number"),
+        default=0,
+        help="kube-apiserver's port on 127.0.0.1 (default: a free one)",
+    )
     u.set_defaults(func=_up)
 
     d = sub.add_parser(

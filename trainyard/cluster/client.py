@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import ssl
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx
+
+from trainyard.cluster.processes import wait_for
 
 # What kubectl apply (and so Argo CD's client-side apply) records on the object
 # (k8s.io/kubectl@v0.36.3:pkg/cmd/apply, corev1.LastAppliedConfigAnnotation).
@@ -66,11 +66,10 @@ def group_version(api_version: str) -> tuple[str, str]:
 
 
 class Kube:
-    """The API at ``server``, as the holder of ``cert``/``key`` (signed by the cluster CA ``ca``)."""
+    """The API at ``server``, over ``context`` (the cluster's CA and a client certificate:
+    ``Pki.client_context``)."""
 
-    def __init__(self, server: str, ca: Path, cert: Path, key: Path, timeout: float = 30.0) -> None:
-        context = ssl.create_default_context(cafile=str(ca))
-        context.load_cert_chain(str(cert), str(key))
+    def __init__(self, server: str, context: ssl.SSLContext, timeout: float = 30.0) -> None:
         self.server = server
         self.http = httpx.Client(base_url=server, verify=context, timeout=timeout)
         self._resources: dict[tuple[str, str, str], Resource] = {}
@@ -144,6 +143,14 @@ class Kube:
             "POST", self.path(obj, named=False, namespace=namespace), json=obj, params=params, headers=headers
         )
 
+    def create_if_absent(self, obj: dict) -> None:
+        """Create ``obj`` unless an object of its name is there already."""
+        try:
+            self.create(obj)
+        except ApiError as exc:
+            if exc.reason != "AlreadyExists":
+                raise
+
     def apply(self, obj: dict, *, manager: str, dry_run: bool = False, force: bool = True) -> dict:
         """Server-side apply as ``manager``."""
         params = {**STRICT, "fieldManager": manager, "force": "true" if force else "false"}
@@ -188,46 +195,52 @@ class Kube:
                 raise
 
     # --- waiting -----------------------------------------------------------------------------
-    def wait_established(self, names: Iterable[str], timeout: float = 30.0) -> None:
-        """Wait until each CRD ``names`` is Established (its kinds are then served)."""
-        pending = set(names)
-        deadline = time.monotonic() + timeout
-        while pending:
-            for name in sorted(pending):
-                crd = self.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
-                conditions = {c["type"]: c["status"] for c in (crd.get("status") or {}).get("conditions") or []}
-                if conditions.get("Established") == "True":
-                    pending.discard(name)
-            if pending and time.monotonic() > deadline:
-                raise TimeoutError(f"CRDs not established after {timeout:g} s: {', '.join(sorted(pending))}")
-            if pending:
-                time.sleep(0.1)
-
     def _lists(self, group: str, version: str, kind: str) -> bool:
         plural = self._resources[(group, version, kind)].plural
         response = self.http.get(f"/apis/{group}/{version}/{plural}", params={"limit": "1"})
         return response.status_code == 200
 
+    def wait_service_account(self, namespace: str, name: str = "default", timeout: float = 30.0) -> None:
+        """Wait for ``namespace``'s ServiceAccount ``name``: pods need it, and kube-controller-manager
+        makes the ``default`` one a moment after the namespace."""
+        path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}"
+        wait_for(lambda: self.http.get(path).status_code == 200, timeout=timeout, what=path, interval=0.1)
+
     def wait_served(self, crds: list[dict], timeout: float = 30.0) -> None:
-        """Wait until discovery lists every served version of ``crds`` and their storage answers:
-        an Established CRD reaches the discovery document a moment later, and its storage
-        initialises for about two seconds more ("storage is (re)initializing"), for all of them
-        at once; waiting here spares the first object of each kind that wait in turn."""
+        """Wait until each of ``crds`` is Established, discovery lists every served version and
+        their storage answers: an Established CRD reaches the discovery document a moment later,
+        and its storage initialises for about two seconds more ("storage is (re)initializing"),
+        for all of them at once; waiting here spares the first object of each kind that wait in
+        turn."""
+        pending = {crd["metadata"]["name"] for crd in crds}
         wanted = {
             (crd["spec"]["group"], v["name"], crd["spec"]["names"]["kind"])
             for crd in crds
             for v in crd["spec"]["versions"]
             if v.get("served", True)
         }
-        deadline = time.monotonic() + timeout
-        while True:
+        missing = set(wanted)
+
+        def established() -> bool:
+            for name in sorted(pending):
+                crd = self.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+                conditions = {c["type"]: c["status"] for c in (crd.get("status") or {}).get("conditions") or []}
+                if conditions.get("Established") == "True":
+                    pending.discard(name)
+            return not pending
+
+        def served() -> bool:
+            nonlocal missing
             self.discover({group for group, _, _ in wanted})
-            missing = wanted - self._resources.keys()
-            if not missing:
-                missing = {key for key in wanted if not self._lists(*key)}
-            if not missing:
-                return
-            if time.monotonic() > deadline:
-                listed = ", ".join(f"{k} {g}/{v}" for g, v, k in sorted(missing))
-                raise TimeoutError(f"not in discovery after {timeout:g} s: {listed}")
-            time.sleep(0.1)
+            missing = (wanted - self._resources.keys()) or {key for key in wanted if not self._lists(*key)}
+            return not missing
+
+        try:
+            wait_for(established, timeout=timeout, what="CRDs established", interval=0.1)
+        except TimeoutError:
+            raise TimeoutError(f"CRDs not established after {timeout:g} s: {', '.join(sorted(pending))}") from None
+        try:
+            wait_for(served, timeout=timeout, what="CRDs served", interval=0.1)
+        except TimeoutError:
+            listed = ", ".join(f"{k} {g}/{v}" for g, v, k in sorted(missing))
+            raise TimeoutError(f"not in discovery after {timeout:g} s: {listed}") from None

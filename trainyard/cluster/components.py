@@ -53,8 +53,8 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def go_binary() -> str:
-    """The ``go`` command, at least Go 1.26 (kube/go.mod's go line); UserError otherwise."""
+def _go() -> tuple[str, str]:
+    """The ``go`` command and its version, at least Go 1.26 (kube/go.mod's go line); UserError otherwise."""
     found = shutil.which("go") or next((p for p in GO_FALLBACKS if os.access(p, os.X_OK)), None)
     if not found:
         raise UserError(f"the Go toolchain is not on PATH; the Kubernetes components are built from source: {GO_HINT}")
@@ -62,7 +62,11 @@ def go_binary() -> str:
     match = re.match(r"go(\d+)\.(\d+)", out)
     if not match or (int(match[1]), int(match[2])) < GO_MIN:
         raise UserError(f"{found} is {out or 'an unknown version'}; {GO_HINT}")
-    return found
+    return found, out
+
+
+def go_binary() -> str:
+    return _go()[0]
 
 
 def cache_root() -> Path:
@@ -72,13 +76,12 @@ def cache_root() -> Path:
     return Path(base)
 
 
-def _key(target: str, go: str) -> str:
+def _key(target: str, go_version: str) -> str:
     digest = hashlib.sha256()
     files = [KUBE_MODULE / "go.mod", KUBE_MODULE / "go.sum", *sorted((KUBE_MODULE / "cmd").rglob("*.go"))]
     for path in files:
         digest.update(str(path.relative_to(KUBE_MODULE)).encode() + b"\0" + path.read_bytes() + b"\0")
-    version = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True, check=False).stdout
-    digest.update(f"{target}\0{TARGETS[target][0]}\0{KUBERNETES_VERSION}\0{version}".encode())
+    digest.update(f"{target}\0{TARGETS[target][0]}\0{KUBERNETES_VERSION}\0{go_version}".encode())
     return digest.hexdigest()[:16]
 
 
@@ -131,8 +134,8 @@ def build(target: str, *, progress: Progress = _stderr) -> Path:
         raise UserError(f"unknown component {target!r}; choose one of {', '.join(TARGETS)}")
     if not (KUBE_MODULE / "go.mod").is_file():
         raise UserError(f"{KUBE_MODULE}/go.mod is missing: the components are built from a checkout of the repository")
-    go = go_binary()
-    folder = cache_root() / "bin" / f"{target}-{_key(target, go)}"
+    go, go_version = _go()
+    folder = cache_root() / "bin" / f"{target}-{_key(target, go_version)}"
     binary = folder / target
     if binary.is_file():
         return folder

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ import yaml
 
 from trainyard.cluster import components, pki
 from trainyard.cluster.client import ApiError, Kube
-from trainyard.cluster.processes import Daemon, free_port, port_in_use, spawn
+from trainyard.cluster.processes import Daemon, free_port, port_in_use, spawn, wait_for
 from trainyard.contract.errors import UserError
 
 STATE = "cluster.json"
@@ -131,8 +130,7 @@ def admin(folder: Path) -> Kube:
     state = State.load(folder)
     if state is None:
         raise UserError(f"{folder}: no cluster here (no {STATE}); start one with trainyard cluster up --dir {folder}")
-    p = Paths(folder).pki
-    return Kube(state.server, p.ca, p.cert("admin"), p.key("admin"))
+    return Kube(state.server, Paths(folder).pki.client_context())
 
 
 # --- the processes -----------------------------------------------------------------------------
@@ -148,18 +146,19 @@ def _fail(daemon: Daemon, what: str) -> ClusterError:
 
 def wait_ready(daemon: Daemon, ready: Callable[[], bool], what: str, timeout: float = READY_TIMEOUT) -> None:
     """Poll ``ready`` until true; a clear error with the end of the log if ``daemon`` dies or stalls."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def check() -> bool:
         if not daemon.alive():
             raise _fail(daemon, f"exited before {what}")
         try:
-            if ready():
-                return
+            return ready()
         except (httpx.HTTPError, OSError, ApiError):
-            pass
-        if time.monotonic() > deadline:
-            raise _fail(daemon, f"did not become ready ({what}) within {timeout:g} s")
-        time.sleep(0.1)
+            return False
+
+    try:
+        wait_for(check, timeout=timeout, what=what, interval=0.1)
+    except TimeoutError:
+        raise _fail(daemon, f"did not become ready ({what}) within {timeout:g} s") from None
 
 
 def _start_etcd(kube: str, paths: Paths) -> Daemon:
@@ -220,11 +219,8 @@ def _start_apiserver(
     argv = _apiserver_argv(kube, paths, etcd, port, version, extra)
     daemon = spawn("kube-apiserver", argv, paths.logs / "kube-apiserver.log", ports=(port,))
     server = f"https://127.0.0.1:{port}"
-    p = paths.pki
-    context = ssl.create_default_context(cafile=str(p.ca))
-    context.load_cert_chain(str(p.cert("admin")), str(p.key("admin")))
-    with httpx.Client(base_url=server, verify=context, timeout=2) as http:
-        wait_ready(daemon, lambda: http.get("/readyz").status_code == 200, "kube-apiserver /readyz")
+    with Kube(server, paths.pki.client_context(), timeout=2) as kube:
+        wait_ready(daemon, lambda: kube.http.get("/readyz").status_code == 200, "kube-apiserver /readyz")
     return daemon, server
 
 
@@ -293,8 +289,7 @@ class Started:
     paths: Paths
 
     def client(self) -> Kube:
-        p = self.paths.pki
-        return Kube(self.state.server, p.ca, p.cert("admin"), p.key("admin"))
+        return Kube(self.state.server, self.paths.pki.client_context())
 
 
 def start(
@@ -339,7 +334,7 @@ def start(
         state.daemons.append(kcm)
         state.save(folder)
         if wait_controllers:
-            with Kube(server, p.ca, p.cert("admin"), p.key("admin")) as k:
+            with Kube(server, p.client_context()) as k:
                 # KCM is working once the ServiceAccount controller made default's ServiceAccount
                 wait_ready(
                     kcm,

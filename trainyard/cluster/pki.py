@@ -12,6 +12,7 @@ policy of k8s.io/kubernetes@v1.36.3:plugin/pkg/auth/authorizer/rbac/bootstrappol
 from __future__ import annotations
 
 import ipaddress
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +49,12 @@ class Pki:
 
     def key(self, name: str) -> Path:
         return self.folder / f"{name}.key"
+
+    def client_context(self, identity: str = "admin") -> ssl.SSLContext:
+        """TLS to the API server as ``identity`` (one of :data:`CLIENTS`), trusting only this CA."""
+        context = ssl.create_default_context(cafile=str(self.ca))
+        context.load_cert_chain(str(self.cert(identity)), str(self.key(identity)))
+        return context
 
     @property
     def service_account_key(self) -> Path:

@@ -175,20 +175,13 @@ class Syncer:
         self.report.refusals.append(Refusal(resource, str(exc), where))
 
     def namespace(self, name: str) -> None:
-        try:
-            self.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-        except ApiError as exc:
-            if exc.reason != "AlreadyExists":
-                raise
+        self.kube.create_if_absent({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
 
     def crds(self, docs: list[dict]) -> int:
         if not docs:
             return 0
-        names = []
         for doc in docs:
             self.kube.apply(doc, manager=SSA_MANAGER)
-            names.append(doc["metadata"]["name"])
-        self.kube.wait_established(names)
         self.kube.wait_served(docs)
         self.report.crds += len(docs)
         return len(docs)
@@ -208,7 +201,6 @@ class Syncer:
         else:
             self.report.applied += 1
         if resource.kind == "CustomResourceDefinition" and not dry_run:
-            self.kube.wait_established([resource.name])
             self.kube.wait_served([doc])
         return True
 

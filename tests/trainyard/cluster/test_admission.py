@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import functools
 import re
-import time
 from pathlib import Path
 
 import jsonpatch
@@ -22,7 +21,11 @@ from hypothesis import HealthCheck, event, given, settings
 
 from tests.webhook import strategies
 from trainyard.cluster.client import ApiError, Kube
+from trainyard.cluster.up import render_for
 from trainyard.repo.generate.mutating_harness import Harness, limits_hit, normalise
+from trainyard.repo.jobs.preview import cluster_job_pods
+from trainyard.repo.model import repository
+from trainyard.repo.upstream.argocd import ClusterRender
 from webhook import engine
 from webhook.policy import PolicySet, load_policies
 
@@ -43,20 +46,8 @@ SERVER_SET = ("uid", "creationTimestamp", "resourceVersion", "generation", "mana
 
 
 def _namespace(kube: Kube, name: str, labels: dict | None = None) -> None:
-    try:
-        kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels or {}}})
-    except ApiError as exc:
-        if exc.reason != "AlreadyExists":
-            raise
-    deadline = time.monotonic() + 30
-    while True:  # pods need the namespace's default ServiceAccount, made by kube-controller-manager
-        try:
-            kube.get(f"/api/v1/namespaces/{name}/serviceaccounts/default")
-            return
-        except ApiError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
+    kube.create_if_absent({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels or {}}})
+    kube.wait_service_account(name)
 
 
 def _plain_namespace(kube: Kube) -> None:
@@ -73,12 +64,9 @@ def _accounts(kube: Kube, pod: dict, *namespaces: str) -> None:
     for namespace in namespaces if name and name != "default" else ():
         if (kube.server, namespace, name) in _ACCOUNTS:
             continue
-        sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace}}
-        try:
-            kube.create(sa)
-        except ApiError as exc:
-            if exc.reason != "AlreadyExists":
-                raise
+        kube.create_if_absent(
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace}}
+        )
         _ACCOUNTS.add((kube.server, namespace, name))
 
 
@@ -154,25 +142,36 @@ def _examples() -> list[dict]:
 
 
 def _job_pods(cluster: str) -> list[dict]:
-    from trainyard.repo.jobs.preview import preview_path
-    from trainyard.repo.model.repository import load
-
-    repo = load(REPO_ROOT)
-    folders = sorted(p for p in (REPO_ROOT / "overlays" / cluster / "jobs").iterdir() if p.is_dir())
-    return [pod.before for folder in folders for job in preview_path(repo, folder) for pod in job.pods]
+    return cluster_job_pods(repository.load(REPO_ROOT), cluster)
 
 
-def _policies(started) -> PolicySet:
-    return load_policies(REPO_ROOT / "policies")
+@functools.cache
+def _render(cluster: str) -> ClusterRender:
+    """The cluster as `up` applied it, rendered once for this module."""
+    return render_for(repository.load(REPO_ROOT), cluster)
+
+
+@functools.cache
+def _fabric_params(cluster: str) -> dict[str, str]:
+    """The cluster's trainyard-fabric-params: defaultFabric and fabric.<profile>: <attachment>."""
+    params = next(
+        r for r in _render(cluster).resources() if r.kind == "ConfigMap" and r.name == "trainyard-fabric-params"
+    )
+    return params.doc["data"]
 
 
 def _default_fabric(cluster: str) -> str:
-    from trainyard.cluster.up import render_for
-    from trainyard.repo.model.repository import load
+    return _fabric_params(cluster)["defaultFabric"]
 
-    render = render_for(load(REPO_ROOT), cluster)
-    params = next(r for r in render.resources() if r.kind == "ConfigMap" and r.name == "trainyard-fabric-params")
-    return params.doc["data"]["defaultFabric"]
+
+def _offered(cluster: str) -> dict[str, str]:
+    """profile -> network attachment the cluster offers."""
+    return {k.removeprefix("fabric."): v for k, v in _fabric_params(cluster).items() if k.startswith("fabric.")}
+
+
+@functools.cache
+def _harness(cluster: str) -> Harness:
+    return Harness([r.doc for r in _render(cluster).resources() if r.kind == "MutatingAdmissionPolicy"])
 
 
 @pytest.fixture(scope="module")
@@ -358,24 +357,12 @@ def test_an_update_cannot_strip_the_fabric(dev):
 # --- policy mode ---------------------------------------------------------------------------------
 
 
-@functools.cache
-def _offered(cluster: str) -> dict[str, str]:
-    """profile -> network attachment the cluster offers (its trainyard-fabric-params)."""
-    from trainyard.cluster.up import render_for
-    from trainyard.repo.model.repository import load
-
-    render = render_for(load(REPO_ROOT), cluster)
-    params = next(r for r in render.resources() if r.kind == "ConfigMap" and r.name == "trainyard-fabric-params")
-    return {k.removeprefix("fabric."): v for k, v in params.doc["data"].items() if k.startswith("fabric.")}
-
-
 def test_policy_mode_pods_get_the_engines_fabric_and_the_harness_agrees(clusters, prod_ib):
     """prod-ib runs by MutatingAdmissionPolicy on Kubernetes 1.36: the same pods through the real
     policies equal the engine's answer except where a named limit applies; and the offline CEL
     harness (validate's fast pre-check) gives the very pod the API server stores."""
     kube, policies, default = prod_ib
-    render_docs = [r.doc for r in _render_resources("prod-ib") if r.kind == "MutatingAdmissionPolicy"]
-    harness = Harness(render_docs)
+    harness = _harness("prod-ib")
     offered = _offered("prod-ib")
     checked = limited_seen = 0
     for pod in _examples() + _job_pods("prod-ib"):
@@ -400,13 +387,6 @@ def test_policy_mode_pods_get_the_engines_fabric_and_the_harness_agrees(clusters
             checked += 1
     assert limited_seen >= 1  # the examples include a pod in Multus's JSON form
     assert checked >= 5
-
-
-def _render_resources(cluster: str):
-    from trainyard.cluster.up import render_for
-    from trainyard.repo.model.repository import load
-
-    return render_for(load(REPO_ROOT), cluster).resources()
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -434,11 +414,6 @@ def test_every_harness_verdict_on_generated_pods_is_the_api_servers(prod_ib, pod
         return
     harness_pod = kube.create(_in(outcome.pod, PLAIN), dry_run=True)
     assert _comparable(harness_pod) == _comparable(got), _diff(_comparable(harness_pod), _comparable(got))
-
-
-@functools.cache
-def _harness(cluster: str) -> Harness:
-    return Harness([r.doc for r in _render_resources(cluster) if r.kind == "MutatingAdmissionPolicy"])
 
 
 def test_only_kube_apiserver_may_call_the_webhook(clusters, dev):

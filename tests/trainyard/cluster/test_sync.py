@@ -16,13 +16,12 @@ from pathlib import Path
 import pytest
 
 from tests.trainyard.cluster.conftest import REPO_ROOT
+from tests.trainyard.repo.conftest import COPIED, edit
 from trainyard.cluster import sync
 from trainyard.cluster.up import render_for
 from trainyard.repo.model import repository
 
 pytestmark = pytest.mark.cluster
-
-COPIED = ("base", "clusters", "overlays", "policies")
 
 
 def kubectl(started, *args: str) -> str:
@@ -60,17 +59,12 @@ def test_every_cluster_is_applied_and_kubectl_shows_it(clusters, cluster):
 
 @pytest.fixture
 def broken(tmp_path: Path):
-    """A copy of the repository to break, and a way to send one of its objects to the dev cluster."""
+    """A copy of the repository to break (what a render reads), and the edit helper of the
+    repository tests."""
     for name in COPIED:
         shutil.copytree(REPO_ROOT / name, tmp_path / name)
-
-    def edit(rel: str, old: str, new: str) -> None:
-        path = tmp_path / rel
-        text = path.read_text(encoding="utf-8")
-        assert old in text, f"{rel} does not contain {old!r}"
-        path.write_text(text.replace(old, new, 1), encoding="utf-8")
-
-    return tmp_path, edit
+    copy = repository.load(tmp_path)
+    return tmp_path, lambda rel, old, new: edit(copy, rel, old, new)
 
 
 def refusal(clusters, root: Path, kind: str, name: str) -> sync.Refusal:
@@ -93,8 +87,8 @@ JOB = "overlays/dev/jobs/smoke-ddp/job.yaml"
 
 
 def test_an_unknown_field_in_a_job_folder_is_refused_at_its_line(clusters, broken):
-    root, edit = broken
-    edit(JOB, "    numProcPerNode: 1\n", "    numProcPerNode: 1\n    numProcsPerNode: 2\n")
+    root, change = broken
+    change(JOB, "    numProcPerNode: 1\n", "    numProcPerNode: 1\n    numProcsPerNode: 2\n")
     found = refusal(clusters, root, "TrainJob", "smoke-ddp")
     # client-side apply (the job Applications' default) is a create with strict field validation
     assert re.search(r'unknown field "spec\.trainer\.numProcsPerNode"', found.message), found.message
@@ -102,8 +96,8 @@ def test_an_unknown_field_in_a_job_folder_is_refused_at_its_line(clusters, broke
 
 
 def test_a_wrong_type_in_a_job_folder_is_refused_at_its_line(clusters, broken):
-    root, edit = broken
-    edit(JOB, "    numNodes: 2\n", "    numNodes: two\n")
+    root, change = broken
+    change(JOB, "    numNodes: 2\n", "    numNodes: two\n")
     found = refusal(clusters, root, "TrainJob", "smoke-ddp")
     assert re.search(r"spec\.trainer\.numNodes.*integer", found.message), found.message
     assert found.where == f"{JOB}:{line_of(root, JOB, 'numNodes: two')}"
@@ -112,8 +106,8 @@ def test_a_wrong_type_in_a_job_folder_is_refused_at_its_line(clusters, broken):
 def test_a_crd_validation_rule_is_enforced_by_the_api_server(clusters, broken):
     """Kubeflow Trainer v2.3.0's TrainJob CRD allows two managers only (an x-kubernetes-validations
     CEL rule: kubeflow/trainer@v2.3.0:manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml)."""
-    root, edit = broken
-    edit(JOB, "- op: add\n  path: /spec/trainer\n", "- op: add\n  path: /spec/managedBy\n  value: example.com/mine\n"
+    root, change = broken
+    change(JOB, "- op: add\n  path: /spec/trainer\n", "- op: add\n  path: /spec/managedBy\n  value: example.com/mine\n"
          "- op: add\n  path: /spec/trainer\n")  # fmt: skip
     found = refusal(clusters, root, "TrainJob", "smoke-ddp")
     assert "ManagedBy must be trainer.kubeflow.org/trainjob-controller" in found.message, found.message
@@ -121,9 +115,9 @@ def test_a_crd_validation_rule_is_enforced_by_the_api_server(clusters, broken):
 
 
 def test_an_invalid_admission_policy_expression_is_refused(clusters, broken):
-    root, edit = broken
+    root, change = broken
     rel = "base/webhook/validating-admission-policy.yaml"
-    edit(rel, "expression: request.operation == 'CREATE'", "expression: request.operation == ('CREATE'")
+    change(rel, "expression: request.operation == 'CREATE'", "expression: request.operation == ('CREATE'")
     found = refusal(clusters, root, "ValidatingAdmissionPolicy", "trainyard-fabric-required")
     assert "compilation failed" in found.message and "Syntax error" in found.message, found.message
     assert found.where.startswith(f"{rel}:") or found.where.startswith(f"overlays/dev/platform/webhook ({rel})")

@@ -315,6 +315,13 @@ def cluster_of(repo: Repository, path: Path) -> str:
     return repo.require_cluster(parts[1])
 
 
+def cluster_job_pods(repo: Repository, cluster: str = "*") -> list[dict]:
+    """The pods of every job folder of ``cluster`` (of every cluster for "*"), as their controllers
+    create them, job by job: what the benchmarks and the cluster tests send through admission."""
+    folders = sorted(p for p in (repo.root / "overlays").glob(f"{cluster}/jobs/*") if p.is_dir())
+    return [pod.before for folder in folders for job in preview_path(repo, folder) for pod in job.pods]
+
+
 def preview_path(repo: Repository, path: str | Path) -> list[JobPreview]:
     """Preview every Training Operator job that the job folder ``path`` renders."""
     folder = Path(path)
