@@ -1,8 +1,10 @@
-"""The Kubernetes components, built from the Go module in ``kube/`` and cached.
+"""The Kubernetes components and the upstream controllers, built from Go modules and cached.
 
-Nothing is downloaded but Go modules (verified by ``kube/go.sum``): ``kube`` is one binary holding
-etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubectl (``kube/cmd/kube``);
-``kustomize`` is built on its own, since ``make validate`` needs it and nothing else.
+Nothing is downloaded but Go modules (verified by each module's go.sum): ``kube`` is one binary
+holding etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubectl
+(``kube/cmd/kube``); ``kustomize`` is built on its own, since ``make validate`` needs it and
+nothing else; ``controllers`` are the upstream mains of Kueue, JobSet, Kubeflow Trainer and the
+v1 training operator, built from ``kube/controllers`` (one build, four binaries).
 
 A build is cached under ``$TRAINYARD_CACHE`` (default ``~/.cache/trainyard``) in a folder named
 by the hash of what decides the binary (go.mod, go.sum, the mains, the Go version), so a fresh
@@ -22,6 +24,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from trainyard.contract.errors import UserError
@@ -35,12 +38,36 @@ GO_MIN = (1, 26)
 GO_FALLBACKS = ("/usr/local/go/bin/go",)  # where the official tarball puts it, often not on PATH
 GO_HINT = "install Go >= 1.26 (https://go.dev/dl/, or Debian's golang-1.26) and put its bin/ on PATH"
 
-# component -> (main package, the names it answers to)
-TARGETS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "kube": ("./cmd/kube", ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")),
-    "kustomize": ("sigs.k8s.io/kustomize/kustomize/v5", ("kustomize",)),
+
+@dataclass(frozen=True)
+class Target:
+    module: Path  # the Go module it is built in
+    packages: tuple[str, ...]  # main packages; one binary each, named as `go build -o DIR/` names them
+    names: tuple[str, ...]  # what it answers to: binaries, or names the multi-call binary dispatches on
+    cold_minutes: int  # the first build on 2 cores with empty Go caches (README)
+
+
+TARGETS: dict[str, Target] = {
+    "kube": Target(
+        KUBE_MODULE,
+        ("./cmd/kube",),
+        ("kube", "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"),
+        5,
+    ),
+    "kustomize": Target(KUBE_MODULE, ("sigs.k8s.io/kustomize/kustomize/v5",), ("kustomize",), 1),
+    # kube/controllers/go.mod pins each (and says why Kueue is built against Trainer v2.3.0)
+    "controllers": Target(
+        KUBE_MODULE / "controllers",
+        (
+            "sigs.k8s.io/kueue/cmd/kueue",
+            "sigs.k8s.io/jobset",
+            "github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager",
+            "github.com/kubeflow/training-operator/cmd/training-operator.v1",
+        ),
+        ("kueue", "jobset", "trainer-controller-manager", "training-operator.v1"),
+        4,
+    ),
 }
-COLD_MINUTES = {"kube": 5, "kustomize": 1}  # on 2 cores with empty Go caches (README)
 
 Progress = Callable[[str], None]
 
@@ -77,15 +104,19 @@ def cache_root() -> Path:
 
 
 def _key(target: str, go_version: str) -> str:
+    t = TARGETS[target]
     digest = hashlib.sha256()
-    files = [KUBE_MODULE / "go.mod", KUBE_MODULE / "go.sum", *sorted((KUBE_MODULE / "cmd").rglob("*.go"))]
+    files = [t.module / "go.mod", t.module / "go.sum", *sorted((t.module / "cmd").rglob("*.go"))]
     for path in files:
-        digest.update(str(path.relative_to(KUBE_MODULE)).encode() + b"\0" + path.read_bytes() + b"\0")
-    digest.update(f"{target}\0{TARGETS[target][0]}\0{KUBERNETES_VERSION}\0{go_version}".encode())
+        if path.is_file():
+            digest.update(str(path.relative_to(KUBE_MODULE)).encode() + b"\0" + path.read_bytes() + b"\0")
+    digest.update(f"{target}\0{' '.join(t.packages)}\0{KUBERNETES_VERSION}\0{go_version}".encode())
     return digest.hexdigest()[:16]
 
 
-def _ldflags() -> str:
+def _ldflags(target: str) -> str:
+    if target != "kube":
+        return "-s -w"
     major, minor = KUBERNETES_VERSION.lstrip("v").split(".")[:2]
     stamp = "k8s.io/component-base/version"
     return f"-s -w -X {stamp}.gitVersion={KUBERNETES_VERSION} -X {stamp}.gitMajor={major} -X {stamp}.gitMinor={minor}"
@@ -100,19 +131,20 @@ def _go_env(go: str) -> dict[str, str]:
 
 
 def _run_build(go: str, target: str, out: Path, progress: Progress) -> None:
-    package = TARGETS[target][0]
+    """Build ``target``'s binaries into the folder ``out``."""
+    t = TARGETS[target]
+    module = t.module
+    rel = module.relative_to(KUBE_MODULE.parent)
     env = _go_env(go)
-    progress(f"{target}: downloading Go modules (verified by kube/go.sum)")
-    download = subprocess.run([go, "mod", "download"], cwd=KUBE_MODULE, env=env, capture_output=True, text=True)
+    progress(f"{target}: downloading Go modules (verified by {rel}/go.sum)")
+    download = subprocess.run([go, "mod", "download"], cwd=module, env=env, capture_output=True, text=True)
     if download.returncode:
-        raise BuildFailed(f"go mod download in {KUBE_MODULE} failed:\n{download.stderr.strip()[-2000:]}")
-    listed = subprocess.run([go, "list", "-deps", package], cwd=KUBE_MODULE, env=env, capture_output=True, text=True)
+        raise BuildFailed(f"go mod download in {module} failed:\n{download.stderr.strip()[-2000:]}")
+    listed = subprocess.run([go, "list", "-deps", *t.packages], cwd=module, env=env, capture_output=True, text=True)
     total = max(len(listed.stdout.split()), 1)
-    progress(
-        f"{target}: compiling {total} packages (first build about {COLD_MINUTES[target]} min on 2 cores; cached after)"
-    )
-    cmd = [go, "build", "-v", "-trimpath", "-ldflags", _ldflags(), "-o", str(out), package]
-    proc = subprocess.Popen(cmd, cwd=KUBE_MODULE, env=env, stderr=subprocess.PIPE, text=True)
+    progress(f"{target}: compiling {total} packages (first build about {t.cold_minutes} min on 2 cores; cached after)")
+    cmd = [go, "build", "-v", "-trimpath", "-ldflags", _ldflags(target), "-o", f"{out}/", *t.packages]
+    proc = subprocess.Popen(cmd, cwd=module, env=env, stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
     compiled, last = 0, time.monotonic()
     tail: collections.deque[str] = collections.deque(maxlen=40)
@@ -125,7 +157,7 @@ def _run_build(go: str, target: str, out: Path, progress: Progress) -> None:
                 progress(f"{target}: compiled {compiled}/{total} packages")
     if proc.wait():
         errors = "\n".join(t for t in tail if not re.fullmatch(r"[\w./~-]+", t))
-        raise BuildFailed(f"building {target} from {KUBE_MODULE} failed:\n{errors}")
+        raise BuildFailed(f"building {target} from {module} failed:\n{errors}")
 
 
 def build(target: str, *, progress: Progress = _stderr) -> Path:
@@ -136,7 +168,7 @@ def build(target: str, *, progress: Progress = _stderr) -> Path:
         raise UserError(f"{KUBE_MODULE}/go.mod is missing: the components are built from a checkout of the repository")
     go, go_version = _go()
     folder = cache_root() / "bin" / f"{target}-{_key(target, go_version)}"
-    binary = folder / target
+    binary = folder / TARGETS[target].names[0]
     if binary.is_file():
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -148,10 +180,11 @@ def build(target: str, *, progress: Progress = _stderr) -> Path:
         staging = folder.with_name(folder.name + ".partial")
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir()
-        _run_build(go, target, staging / target, progress)
-        for name in TARGETS[target][1]:
-            if name != target:
-                (staging / name).symlink_to(target)
+        _run_build(go, target, staging, progress)
+        first = TARGETS[target].names[0]
+        for name in TARGETS[target].names:
+            if not (staging / name).exists():
+                (staging / name).symlink_to(first)  # a name the multi-call binary answers to
         staging.rename(folder)
         progress(f"{target}: built in {time.monotonic() - started:.0f} s, cached in {folder}")
     return folder
@@ -159,8 +192,8 @@ def build(target: str, *, progress: Progress = _stderr) -> Path:
 
 def command(name: str, *, progress: Progress = _stderr) -> str:
     """The path of component ``name`` (kube-apiserver, kubectl, kustomize, ...), built if needed."""
-    for target, (_, names) in TARGETS.items():
-        if name in names:
+    for target, t in TARGETS.items():
+        if name in t.names:
             return str(build(target, progress=progress) / name)
     raise UserError(f"no component named {name!r}")
 

@@ -1,4 +1,5 @@
-"""``trainyard cluster up`` and ``down``: etcd, kube-apiserver and kube-controller-manager on loopback.
+"""``trainyard cluster up`` and ``down``: etcd, kube-apiserver, kube-controller-manager and
+kube-scheduler on loopback.
 
 Started as envtest starts them (controller-runtime@v0.24.1:pkg/internal/testing/controlplane:
 explicit flags, a generated PKI, RBAC), plus what envtest leaves out so that pods can be created
@@ -247,6 +248,24 @@ def _start_controller_manager(kube: str, paths: Paths, server: str) -> Daemon:
     return spawn("kube-controller-manager", argv, paths.logs / "kube-controller-manager.log", ports=(port,))
 
 
+def _start_scheduler(kube: str, paths: Paths, server: str) -> Daemon:
+    p = paths.pki
+    config = paths.kubeconfig_for("kube-scheduler")
+    write_kubeconfig(config, server, p.ca, p.cert("kube-scheduler"), p.key("kube-scheduler"), "scheduler")
+    port = free_port()
+    argv = [
+        kube,
+        "kube-scheduler",
+        f"--kubeconfig={config}",
+        f"--authentication-kubeconfig={config}",
+        f"--authorization-kubeconfig={config}",
+        "--leader-elect=false",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={port}",
+    ]
+    return spawn("kube-scheduler", argv, paths.logs / "kube-scheduler.log", ports=(port,))
+
+
 # --- up and down -------------------------------------------------------------------------------
 
 
@@ -302,11 +321,12 @@ def start(
     wait_controllers: bool = True,
     progress: Progress = print,
 ) -> Started:
-    """etcd, kube-apiserver and kube-controller-manager, ready; on any failure nothing is left running.
+    """etcd, kube-apiserver, kube-controller-manager and kube-scheduler; on any failure nothing is
+    left running.
 
     ``prepare`` runs once the PKI exists and returns more kube-apiserver flags (files it wrote);
     a process it starts goes into the state it is given, so that a failure stops it too. Without
-    ``wait_controllers`` kube-controller-manager is started, not waited for."""
+    ``wait_controllers`` kube-controller-manager and the scheduler are started, not waited for."""
     folder = folder.resolve()
     check_free(folder, progress)
     folder.mkdir(parents=True, exist_ok=True)
@@ -332,6 +352,7 @@ def start(
         write_kubeconfig(paths.kubeconfig, server, p.ca, p.cert("admin"), p.key("admin"))
         kcm = _start_controller_manager(kube, paths, server)
         state.daemons.append(kcm)
+        state.daemons.append(_start_scheduler(kube, paths, server))
         state.save(folder)
         if wait_controllers:
             with Kube(server, p.client_context()) as k:

@@ -32,7 +32,7 @@ from trainyard.contract.errors import UserError
 RELEASES_MODULE = KUBE_MODULE / "releases"
 ARGOCD_INSTALL = "argocd"  # not an Application: the Argo CD install every Application needs first
 CRD = "CustomResourceDefinition"
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # yaml.safe_load_all, in C where built
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # yaml.safe_load_all, in C where built
 
 Progress = Callable[[str], None]
 
@@ -95,6 +95,14 @@ for _r in RELEASES:
 # the tests check both): release name, namespace (the destination), values that reach the CRDs.
 KUEUE_HELM = {"releaseName": "kueue", "namespace": "kueue-system", "enableCertManager": False}
 CERT_MANAGER_HELM = {"releaseName": "cert-manager", "crds.enabled": True, "crds.keep": True}
+
+
+def release(module: str) -> Release:
+    """The pinned release of Go module ``module``."""
+    for r in RELEASES:
+        if r.module == module:
+            return r
+    raise UserError(f"no pinned release of {module} (trainyard/cluster/crds.py RELEASES)")
 
 
 def release_crds(app_name: str | None = None, *, progress: Progress = print) -> list[dict]:
@@ -209,7 +217,7 @@ def _read(folder: Path, release: Release) -> tuple[dict, ...]:
         if release.chart == "kueue":
             text = _kueue_text(text, where)
         try:
-            found = [d for d in yaml.load_all(text, Loader=_LOADER) if isinstance(d, dict) and d.get("kind") == CRD]
+            found = [d for d in yaml.load_all(text, Loader=LOADER) if isinstance(d, dict) and d.get("kind") == CRD]
         except yaml.YAMLError as exc:
             raise UserError(f"{where}: not YAML: {exc}") from None
         if release.chart == "kueue":

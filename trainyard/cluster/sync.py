@@ -11,7 +11,8 @@ validation is strict, as Argo CD's default ``Validate=true`` asks of kubectl.
 What does not run here is not applied but sent with ``dryRun=All``, so kube-apiserver still
 validates it: the webhook configurations of upstream controllers (nothing would answer them).
 Upstream Applications (a remote git repository or chart) bring their release's CRDs (crds.py) and
-the namespace of their destination; their controllers are not run by this floor.
+the namespace of their destination; when their wave comes, the caller may install and start
+their controllers (controllers.py), so that later waves meet their webhooks as in a cluster.
 
 A refusal keeps kube-apiserver's own message and is placed at the file and line of the object
 (and of the field, where the API server names one) that caused it.
@@ -234,9 +235,12 @@ def sync(
     crds_for: Callable[[str], list[dict]],
     bootstrap_crds: list[dict],
     rewrite: Rewrite | None = None,
+    upstream_app: Callable[[str], str | None] | None = None,
     progress: Progress = print,
 ) -> Report:
-    """Apply ``render`` as Argo CD would; refusals are collected, not raised."""
+    """Apply ``render`` as Argo CD would; refusals are collected, not raised. ``upstream_app``
+    installs and starts an upstream Application's release (by name) when its wave comes, and says
+    what it did; None where nothing runs it here."""
     s = Syncer(kube, repo_root, progress)
     # What the Argo CD install provides before `kubectl apply -k clusters/<cluster>`: its
     # namespace and its CRDs (Application, ApplicationSet, AppProject). The upstream releases'
@@ -255,8 +259,9 @@ def sync(
         head = f"wave {ar.app.wave:>3} {ar.name}"
         if ar.upstream:
             namespace = str(ar.app.destination.get("namespace") or "-")
+            ran = upstream_app(ar.name) if upstream_app else None
             progress(f"{head}: upstream release: {len(upstream[ar.name])} CRDs and namespace {namespace}; "
-                     "its controller is not run here")  # fmt: skip
+                     + (ran or "its controller is not run here"))  # fmt: skip
             continue
         if ar.self_reference:
             continue

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from trainyard.cluster import controlplane, crds, sync
+from trainyard.cluster import controllers, controlplane, crds, sync
 from trainyard.cluster.client import ApiError, Kube
 from trainyard.cluster.controlplane import ClusterError, Started
 from trainyard.cluster.processes import free_port
@@ -93,6 +93,7 @@ def up(
     folder: Path,
     *,
     port: int = 0,
+    run_controllers: bool = True,
     progress: Progress = print,
 ) -> Started:
     t0 = time.monotonic()
@@ -126,6 +127,22 @@ def up(
             hook.wait(next(d for d in state.daemons if d.name == "trainyard-webhook"))
             progress(f"trainyard webhook (profile {hook.profile}) serving {hook.url}, client certificates required")
         with started.client() as kube:
+
+            def upstream_app(name: str) -> str | None:
+                install = controllers.BY_APP.get(name)
+                if install is None or not run_controllers:
+                    return None
+                t1 = time.monotonic()
+                ran = controllers.start_install(
+                    kube, install, folder, state.server, started.paths.pki.ca, progress=progress
+                )
+                state.daemons.extend(r.daemon for r in ran)
+                state.save(folder)
+                for r in ran:
+                    controllers.wait_ready(r)
+                names = ", ".join(f"{r.controller.binary} (webhooks at {r.webhook_url})" for r in ran)
+                return f"started {names} in {time.monotonic() - t1:.1f} s"
+
             report = sync.sync(
                 kube,
                 repo.root,
@@ -133,6 +150,7 @@ def up(
                 crds_for=crds.for_application,
                 bootstrap_crds=crds.argocd(),
                 rewrite=hook.rewrite if hook else None,
+                upstream_app=upstream_app,
                 progress=progress,
             )
             if not report.refusals:

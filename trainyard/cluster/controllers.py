@@ -1,0 +1,472 @@
+"""The upstream controllers of a cluster, run from their own release manifests beside kube-apiserver.
+
+Each upstream Application (Kueue, Kubeflow Trainer with JobSet, the v1 training operator) is
+installed from the manifests of its pinned release, read from the release's Go module and built
+with the pinned kustomize (the install a cluster gets, less its Deployment and CRDs: the CRDs are
+synced with every other CRD, crds.py). Its controller then runs as the Deployment's manager
+container would run in a pod, with this machine as the kubelet:
+
+- the binary is the upstream main at the pinned release (components.py, target ``controllers``),
+  with the container's args and env (``fieldRef`` to the pod's namespace and name resolved);
+- it authenticates as its ServiceAccount with a token from the TokenRequest API, found where
+  client-go's in-cluster config looks (``/var/run/secrets/kubernetes.io/serviceaccount``, with
+  ``KUBERNETES_SERVICE_HOST``/``PORT`` naming kube-apiserver), so the release's own RBAC rules
+  decide what it may do;
+- its volumes are there: the webhook Secret at ``/tmp/k8s-webhook-server/serving-certs`` and the
+  token, each bind-mounted in a mount namespace of the controller's own (``unshare``), so that
+  four controllers that all write that same path (their certificate rotators hard-code it:
+  jobset@v0.12.0, trainer@v2.3.0, training-operator@v1.9.4 pkg/util/cert or pkg/cert) never
+  meet, nor the controllers of another local cluster; its ConfigMap is a file named in its args.
+
+What differs from a pod, and why:
+
+- All share the host's loopback, so the ports their configuration gives (health :8081, metrics
+  :8443, webhook :9443, each the same in all four) are moved to free ones, and the webhook binds
+  127.0.0.1.
+- No Service routes here (no kube-proxy, and kube-apiserver sends only ``default/kubernetes``
+  to loopback), so every webhook configuration and CRD conversion webhook of the release is
+  registered with ``clientConfig.url: https://127.0.0.1:PORT/PATH`` in place of its Service,
+  and said so in ``up``'s output.
+- The webhook certificate: each release runs a certificate rotator (cert-controller@v0.16.0
+  pkg/rotator) that keeps the Secret it finds if the CA verifies for the rotator's CA name, the
+  serving certificate for ``<service>.<namespace>.svc``, both valid 90 days on, and the CA key is
+  PKCS#1 RSA (rotator.go ValidCert, buildArtifactsFromSecret). The Secret is created with such a
+  pair, whose serving certificate also names 127.0.0.1; the rotator keeps it, mounts it and
+  injects its CA into the configurations, as in a cluster.
+- Kueue's VisibilityOnDemand API (an APIService) is turned off: nothing could route it, and an
+  unavailable APIService breaks discovery for every client.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import os
+import shutil
+import ssl
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from trainyard.cluster import components, crds
+from trainyard.cluster.client import Kube
+from trainyard.cluster.processes import Daemon, free_port, spawn
+from trainyard.contract.errors import UserError
+
+Progress = Callable[[str], None]
+
+CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"  # the path each rotator and Deployment uses
+SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"  # client-go rest.InClusterConfig
+TOKEN_SECONDS = 7 * 24 * 3600  # a local cluster lives for a working day or a test run
+CERT_DAYS = 365  # the rotators replace a pair that expires within 90 days
+SKIPPED = frozenset({"Deployment", "CustomResourceDefinition", "APIService"})
+WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+
+
+class ControllerError(UserError):
+    exit_code = 1
+
+
+@dataclass(frozen=True)
+class Controller:
+    """One controller of a release: the binary, its Deployment and its certificate rotator's names."""
+
+    binary: str  # as components.TARGETS["controllers"] names it
+    deployment: str  # the Deployment in the release manifests whose first container it is
+    ca: str  # the rotator's CA name (its cert.go)
+    service: str  # the webhook Service; the serving certificate is for <service>.<namespace>.svc
+    secret: str  # the Secret the rotator keeps
+    # moves its listeners to the given free ports (in its config, or as flags it returns)
+    ports: Callable[[dict, dict[str, int]], list[str]]
+    extra_args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Install:
+    """What one upstream Application installs: kustomizations of release modules, in a namespace."""
+
+    app: str
+    namespace: str
+    sources: tuple[tuple[str, str], ...]  # (module, kustomization folder in it)
+    controllers: tuple[Controller, ...]
+    config: Callable[[dict], dict] | None = None  # the ConfigMap the Application really installs
+
+
+def _serving_ports(config: dict, ports: dict[str, int]) -> list[str]:
+    """Move a controller-runtime Configuration's listeners to free loopback ports."""
+    config.setdefault("health", {})["healthProbeBindAddress"] = f"127.0.0.1:{ports['health']}"
+    config.setdefault("metrics", {})["bindAddress"] = f"127.0.0.1:{ports['metrics']}"
+    webhook = config.setdefault("webhook", {})
+    webhook["port"], webhook["host"] = ports["webhook"], "127.0.0.1"
+    if "statusServer" in config:  # Trainer v2.3's runtime status endpoint (:10443)
+        config["statusServer"]["port"] = ports["status"]
+    return []
+
+
+def _operator_ports(config: dict, ports: dict[str, int]) -> list[str]:
+    # training-operator@v1.9.4:cmd/training-operator.v1/main.go takes flags, not a file
+    return [
+        f"--webhook-server-port={ports['webhook']}",
+        f"--metrics-bind-address=127.0.0.1:{ports['metrics']}",
+        f"--health-probe-bind-address=127.0.0.1:{ports['health']}",
+    ]
+
+
+def _kueue_chart_config(configmap: dict) -> dict:
+    """The Configuration the Kueue chart installs (charts/kueue/templates/manager/manager-config.yaml:
+    values.yaml managerConfig.controllerManagerConfigYaml, with internalCertManagement on and
+    named after the release), in place of config/default's."""
+    values = crds.module_dir(crds.release("sigs.k8s.io/kueue")) / "charts/kueue/values.yaml"
+    config = yaml.safe_load(yaml.safe_load(values.read_text())["managerConfig"]["controllerManagerConfigYaml"])
+    config.setdefault(
+        "internalCertManagement",
+        {
+            "enable": True,
+            "webhookServiceName": "kueue-webhook-service",
+            "webhookSecretName": "kueue-webhook-server-cert",
+        },
+    )
+    data = {"controller_manager_config.yaml": yaml.safe_dump(config, sort_keys=False)}
+    return {**configmap, "data": data}
+
+
+# Names: each release's manifests (kustomize build of the folders below) and cert.go of each.
+INSTALLS: tuple[Install, ...] = (
+    Install(
+        "trainyard-kueue",
+        "kueue-system",
+        # config/default is the release's manifests.yaml; the chart templates are made from it
+        # (hack/processing-plan.yaml), so names, RBAC and webhooks agree
+        (("sigs.k8s.io/kueue", "config/default"),),
+        (
+            Controller(
+                "kueue",
+                "kueue-controller-manager",
+                "kueue-ca",
+                "kueue-webhook-service",
+                "kueue-webhook-server-cert",
+                _serving_ports,
+                ("--feature-gates=VisibilityOnDemand=false",),
+            ),
+        ),
+        config=_kueue_chart_config,
+    ),
+    Install(
+        "trainyard-trainer",
+        "kubeflow-system",
+        # manifests/overlays/manager less its CRDs (synced apart) and with JobSet from its own
+        # module: the overlay takes JobSet's release manifests.yaml by URL, which is
+        # jobset@v0.12.0's config/default (Makefile release target), moved into kubeflow-system
+        (
+            ("github.com/kubeflow/trainer/v2", "manifests/base/manager"),
+            ("github.com/kubeflow/trainer/v2", "manifests/base/rbac"),
+            ("github.com/kubeflow/trainer/v2", "manifests/base/webhook"),
+            ("sigs.k8s.io/jobset", "config/default"),
+        ),
+        (
+            Controller(
+                "trainer-controller-manager",
+                "kubeflow-trainer-controller-manager",
+                "kubeflow-trainer-ca",
+                "kubeflow-trainer-controller-manager",
+                "kubeflow-trainer-webhook-cert",
+                _serving_ports,
+            ),
+            Controller(
+                "jobset",
+                "jobset-controller-manager",
+                "jobset-ca",
+                "jobset-webhook-service",
+                "jobset-webhook-server-cert",
+                _serving_ports,
+            ),
+        ),
+    ),
+    Install(
+        "trainyard-training-operator",
+        "kubeflow",
+        (("github.com/kubeflow/training-operator", "manifests/overlays/standalone"),),
+        (
+            Controller(
+                "training-operator.v1",
+                "training-operator",
+                "training-operator-ca",
+                "training-operator",
+                "training-operator-webhook-cert",
+                _operator_ports,
+            ),
+        ),
+    ),
+)
+BY_APP = {i.app: i for i in INSTALLS}
+
+
+# --- manifests ---------------------------------------------------------------------------------
+
+
+def manifests(install: Install, work: Path, progress: Progress = print) -> list[dict]:
+    """The release's objects for ``install``, as its kustomizations build them."""
+    work.mkdir(parents=True, exist_ok=True)
+    resources = []
+    for module, folder in install.sources:
+        source = crds.module_dir(crds.release(module), progress=progress) / folder
+        resources.append(os.path.relpath(source, work))  # kustomize takes no absolute paths
+    kustomization = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "namespace": install.namespace,
+        "resources": resources,
+    }
+    (work / "kustomization.yaml").write_text(yaml.safe_dump(kustomization, sort_keys=False))
+    kustomize = components.command("kustomize", progress=progress)
+    proc = subprocess.run([kustomize, "build", str(work)], capture_output=True, text=True)
+    if proc.returncode:
+        raise ControllerError(f"kustomize build of {install.app}'s release manifests failed: {proc.stderr.strip()}")
+    return [d for d in yaml.load_all(proc.stdout, Loader=crds.LOADER) if d]
+
+
+# --- certificates --------------------------------------------------------------------------------
+
+
+def _rsa_pem(key: rsa.RSAPrivateKey) -> bytes:
+    # PKCS#1: what the rotator parses (x509.ParsePKCS1PrivateKey)
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
+    )
+
+
+def rotator_secret_data(ca_name: str, dns_name: str) -> dict[str, bytes]:
+    """ca.crt, ca.key, tls.crt, tls.key that a cert-controller rotator keeps (module docstring)."""
+    now = dt.datetime.now(dt.UTC)
+    start, end = now - dt.timedelta(minutes=5), now + dt.timedelta(days=CERT_DAYS)
+    ca_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    ca_subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, ca_name)])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_subject)
+        .issuer_name(ca_subject)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(end)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True)
+        # the rotator checks the CA as a certificate for its CA name (validCACert)
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(ca_name)]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns_name)]))
+        .issuer_name(ca_subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(end)
+        .add_extension(
+            x509.SubjectAlternativeName([x509.DNSName(dns_name), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    pem = serialization.Encoding.PEM
+    return {
+        "ca.crt": ca.public_bytes(pem),
+        "ca.key": _rsa_pem(ca_key),
+        "tls.crt": cert.public_bytes(pem),
+        "tls.key": _rsa_pem(key),
+    }
+
+
+# --- running -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Running:
+    controller: Controller
+    daemon: Daemon
+    ports: dict[str, int]
+    webhook_url: str
+    ca: bytes  # the CA of its webhook certificate
+
+
+def _b64(data: bytes) -> str:
+    import base64
+
+    return base64.b64encode(data).decode()
+
+
+def _container_env(container: dict, namespace: str, pod: str) -> dict[str, str]:
+    env = {}
+    for e in container.get("env") or []:
+        if "value" in e:
+            env[e["name"]] = str(e["value"])
+            continue
+        path = ((e.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
+        if path in ("metadata.namespace", "metadata.name"):
+            env[e["name"]] = namespace if path == "metadata.namespace" else pod
+        else:
+            raise ControllerError(f"env {e['name']}: a source a local controller cannot give ({e.get('valueFrom')})")
+    return env
+
+
+def _rewrite_webhooks(doc: dict, url: str, ca: bytes) -> dict:
+    """Each webhook to ``url`` + its Service's path, trusting ``ca``."""
+    doc = yaml.safe_load(yaml.safe_dump(doc))
+    for hook in doc.get("webhooks") or []:
+        path = ((hook.get("clientConfig") or {}).get("service") or {}).get("path") or "/"
+        hook["clientConfig"] = {"url": url + path, "caBundle": _b64(ca)}
+    return doc
+
+
+def _token(kube: Kube, namespace: str, sa: str) -> str:
+    body = {
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest",
+        "spec": {"expirationSeconds": TOKEN_SECONDS},
+    }
+    got = kube.request("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{sa}/token", json=body)
+    return got["status"]["token"]
+
+
+def _mount_wrapper(mounts: dict[str, Path], argv: list[str]) -> list[str]:
+    """``argv`` in a mount namespace of its own with each host folder bind-mounted at its path."""
+    script = ["set -e"]
+    for i, target in enumerate(mounts):
+        script.append(f'mkdir -p "{target}"; mount --bind "${{{i + 1}}}" "{target}"')
+    script.append(f'shift {len(mounts)}; exec "$@"')
+    return [
+        "unshare", "--mount", "--propagation", "private", "--",
+        "sh", "-c", "\n".join(script), "sh", *[str(p) for p in mounts.values()], *argv,
+    ]  # fmt: skip
+
+
+def start_install(
+    kube: Kube, install: Install, folder: Path, server: str, ca_file: Path, *, progress: Progress = print
+) -> list[Running]:
+    """Apply ``install``'s release objects (webhooks rewritten to loopback) and start its controllers."""
+    if shutil.which("unshare") is None:
+        raise ControllerError("the 'unshare' command (util-linux) is needed to run the upstream controllers")
+    work = folder / "controllers" / install.app
+    docs = manifests(install, work / "kustomize", progress)
+    deployments = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Deployment"}
+    bins = components.build("controllers", progress=progress)
+    running: list[Running] = []
+    certs: dict[str, dict[str, bytes]] = {}
+    urls: dict[str, str] = {}
+    plans = []
+    for c in install.controllers:
+        ports = {name: free_port() for name in ("health", "metrics", "webhook", "status")}
+        certs[c.secret] = rotator_secret_data(c.ca, f"{c.service}.{install.namespace}.svc")
+        urls[c.service] = f"https://127.0.0.1:{ports['webhook']}"
+        plans.append((c, ports))
+    present = {d["metadata"]["name"] for d in docs if d["kind"] == "Secret"}
+    for c in install.controllers:
+        if c.secret not in present:  # Trainer's overlay makes it with a secretGenerator
+            meta = {"name": c.secret, "namespace": install.namespace}
+            docs.append({"apiVersion": "v1", "kind": "Secret", "metadata": meta, "type": "Opaque"})
+    for doc in docs:
+        kind, meta = doc["kind"], doc["metadata"]
+        if kind in SKIPPED:
+            continue
+        if kind == "ConfigMap" and install.config is not None and "manager-config" in meta["name"]:
+            doc = install.config(doc)
+        if kind == "Secret" and meta["name"] in certs:
+            doc = {**doc, "data": {k: _b64(v) for k, v in certs[meta["name"]].items()}}
+        if kind in WEBHOOK_KINDS:
+            service = ((doc.get("webhooks") or [{}])[0].get("clientConfig") or {}).get("service") or {}
+            owner = next(c for c in install.controllers if c.service == service.get("name"))
+            doc = _rewrite_webhooks(doc, urls[owner.service], certs[owner.secret]["ca.crt"])
+        kube.apply(doc, manager="argocd-controller")
+    for c, ports in plans:
+        running.append(_start(kube, install, c, ports, deployments, docs, work, bins, server, ca_file, certs))
+    return running
+
+
+def _start(
+    kube: Kube,
+    install: Install,
+    c: Controller,
+    ports: dict[str, int],
+    deployments: dict[str, dict],
+    docs: list[dict],
+    work: Path,
+    bins: Path,
+    server: str,
+    ca_file: Path,
+    certs: dict[str, dict[str, bytes]],
+) -> Running:
+    deployment = deployments.get(c.deployment)
+    if deployment is None:
+        raise ControllerError(f"{install.app}: the release manifests have no Deployment {c.deployment}")
+    pod_spec = deployment["spec"]["template"]["spec"]
+    container = pod_spec["containers"][0]
+    home = work / c.binary
+    home.mkdir(parents=True, exist_ok=True)
+    # the token volume, as the kubelet projects it
+    sa_dir = home / "serviceaccount"
+    sa_dir.mkdir(exist_ok=True)
+    sa = pod_spec.get("serviceAccountName") or "default"
+    (sa_dir / "token").write_text(_token(kube, install.namespace, sa))
+    (sa_dir / "namespace").write_text(install.namespace)
+    shutil.copyfile(ca_file, sa_dir / "ca.crt")
+    cert_dir = home / "certs"
+    cert_dir.mkdir(exist_ok=True)
+    for name, data in certs[c.secret].items():
+        (cert_dir / name).write_bytes(data)
+    args = list(container.get("args") or [])
+    config: dict = {}
+    configs = {m["mountPath"]: m for m in container.get("volumeMounts") or []}
+    for i, arg in enumerate(args):
+        if arg.startswith("--config="):
+            mount = configs[arg.split("=", 1)[1]]
+            volume = next(v for v in pod_spec["volumes"] if v["name"] == mount["name"])
+            cm = next(
+                d for d in docs
+                if d["kind"] == "ConfigMap" and d["metadata"]["name"] == volume["configMap"]["name"]
+            )  # fmt: skip
+            if install.config is not None:
+                cm = install.config(cm)
+            config = yaml.safe_load(cm["data"][mount.get("subPath") or next(iter(cm["data"]))])
+            args[i] = f"--config={home / 'config.yaml'}"
+    extra = c.ports(config, ports)
+    if config:
+        (home / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    pod = f"{c.deployment}-local"
+    env = dict(os.environ)
+    env.pop("KUBECONFIG", None)
+    host, port = server.removeprefix("https://").rsplit(":", 1)
+    env.update(_container_env(container, install.namespace, pod))
+    env.update({"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port, "POD_NAME": pod})
+    argv = [str(bins / c.binary), *args, *extra, *c.extra_args]
+    mounts = {CERT_DIR: cert_dir, SA_DIR: sa_dir}
+    log = work.parent.parent / "logs" / f"{c.binary}.log"
+    daemon = spawn(c.binary, _mount_wrapper(mounts, argv), log, ports=tuple(ports.values()), env=env)
+    return Running(c, daemon, ports, f"https://127.0.0.1:{ports['webhook']}", certs[c.secret]["ca.crt"])
+
+
+def wait_ready(running: Running, timeout: float = 60.0) -> None:
+    """Until the controller's /readyz answers and its webhook server completes a TLS handshake."""
+    from trainyard.cluster.controlplane import wait_ready as wait_daemon
+
+    health = f"http://127.0.0.1:{running.ports['health']}/readyz"
+    context = ssl.create_default_context(cadata=running.ca.decode())
+
+    def ready() -> bool:
+        if httpx.get(health, timeout=1).status_code != 200:
+            return False
+        with httpx.Client(verify=context, timeout=1) as client:
+            client.get(running.webhook_url + "/")  # any answer: the handshake is what counts
+        return True
+
+    wait_daemon(running.daemon, ready, f"{running.controller.binary} ready and serving webhooks", timeout=timeout)
