@@ -225,7 +225,7 @@ def _start_apiserver(
     return daemon, server
 
 
-def _start_controller_manager(kube: str, paths: Paths, server: str) -> Daemon:
+def _start_controller_manager(kube: str, paths: Paths, server: str, version: str) -> Daemon:
     p = paths.pki
     config = paths.kubeconfig_for("kube-controller-manager")
     write_kubeconfig(config, server, p.ca, p.cert("kube-controller-manager"), p.key("kube-controller-manager"), "kcm")
@@ -244,11 +244,14 @@ def _start_controller_manager(kube: str, paths: Paths, server: str) -> Daemon:
         f"--secure-port={port}",
         # no cloud, no node CIDRs: node-ipam has nothing to do (CONTROL-PLANE notes, app/core.go)
         "--controllers=*,-node-ipam-controller",
+        # the controllers of the cluster's minor, as its API server (a v1.36 controller would
+        # watch APIs a 1.33 server does not serve, e.g. resource.k8s.io/v1, and wait forever)
+        f"--emulated-version=kube={version}",
     ]
     return spawn("kube-controller-manager", argv, paths.logs / "kube-controller-manager.log", ports=(port,))
 
 
-def _start_scheduler(kube: str, paths: Paths, server: str) -> Daemon:
+def _start_scheduler(kube: str, paths: Paths, server: str, version: str) -> Daemon:
     p = paths.pki
     config = paths.kubeconfig_for("kube-scheduler")
     write_kubeconfig(config, server, p.ca, p.cert("kube-scheduler"), p.key("kube-scheduler"), "scheduler")
@@ -262,6 +265,7 @@ def _start_scheduler(kube: str, paths: Paths, server: str) -> Daemon:
         "--leader-elect=false",
         "--bind-address=127.0.0.1",
         f"--secure-port={port}",
+        f"--emulated-version=kube={version}",
     ]
     return spawn("kube-scheduler", argv, paths.logs / "kube-scheduler.log", ports=(port,))
 
@@ -350,9 +354,9 @@ def start(
         )
         p = paths.pki
         write_kubeconfig(paths.kubeconfig, server, p.ca, p.cert("admin"), p.key("admin"))
-        kcm = _start_controller_manager(kube, paths, server)
+        kcm = _start_controller_manager(kube, paths, server, version)
         state.daemons.append(kcm)
-        state.daemons.append(_start_scheduler(kube, paths, server))
+        state.daemons.append(_start_scheduler(kube, paths, server, version))
         state.save(folder)
         if wait_controllers:
             with Kube(server, p.client_context()) as k:

@@ -339,7 +339,9 @@ class LocalCluster:
                 continue
             if "persistentVolumeClaim" in volume:
                 host = self.workdir / "pvc" / volume["persistentVolumeClaim"]["claimName"]
-            elif "emptyDir" in volume:
+            elif "emptyDir" in volume or "projected" in volume:
+                # projected: the service-account token volume kube-apiserver adds to every pod;
+                # a kubelet (trainyard.sandbox.kubelet) writes its files before the pod starts
                 host = self.workdir / "pods" / pod.name / mount["name"]
             else:
                 kind = next((k for k in volume if k != "name"), "unknown")
@@ -512,11 +514,27 @@ class LocalCluster:
         starts its workers in sessions of their own, so process groups are not enough)."""
         return descendants({p.pid for p in pod.processes.values() if p.poll() is None})
 
+    def remove_pod(self, name: str, grace: float = 10.0) -> None:
+        """Stop the pod's containers as :meth:`stop_pods` does and delete its network namespace."""
+        pod = self.pods.pop(name, None)
+        if pod is None:
+            return
+        self._stop([p for p in pod.processes.values() if p.poll() is None], grace)
+        for proc in pod.processes.values():
+            proc.wait()
+        if pod.netns:
+            _remove({"netns": [pod.netns], "etc": [pod.netns]})
+
     # -- teardown
 
     def stop_pods(self, grace: float = 10.0) -> None:
         """SIGTERM each container (as the kubelet does), then SIGKILL whatever is left."""
-        live = [p for pod in self.pods.values() for p in pod.processes.values() if p.poll() is None]
+        self._stop([p for pod in self.pods.values() for p in pod.processes.values() if p.poll() is None], grace)
+        for pod in self.pods.values():
+            for proc in pod.processes.values():
+                proc.wait()
+
+    def _stop(self, live: list[subprocess.Popen], grace: float) -> None:
         family = set(descendants({p.pid for p in live}))
         for proc in live:
             with contextlib.suppress(ProcessLookupError):
@@ -528,9 +546,6 @@ class LocalCluster:
         for pid in family | set(descendants({p.pid for p in live})):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        for pod in self.pods.values():
-            for proc in pod.processes.values():
-                proc.wait()
 
     def close(self) -> None:
         """Remove everything this cluster made. Safe to call twice."""
