@@ -17,7 +17,8 @@ PREVIEWS ?= previews
 .PHONY: help setup test test-fast demo lint validate bench tools kube clean
 
 help:
-	@echo "make demo      the main path end to end on local defaults"
+	@echo "make demo      the main path end to end on local defaults: a TrainJob through the real"
+	@echo "               controllers on a local control plane (make demo OFFLINE=1: without Kubernetes)"
 	@echo "               (make demo DEMO='--admission policy': the pods through the MutatingAdmissionPolicies, offline)"
 	@echo "make test      the test suite, every tier (what CI runs)"
 	@echo "make test-fast every test but the slow tiers (network namespaces, torchrun, servers, the demo)"
@@ -41,8 +42,9 @@ setup: $(call STAMP,$(EXTRAS))
 tools: $(call STAMP,$(EXTRAS))
 	@$(BIN)/trainyard cluster build --into $(BIN) kustomize
 
-# the cluster tier's Kubernetes (etcd, kube-apiserver, kube-controller-manager, kubectl), built
-# from kube/go.mod on first use with progress shown, then cached (~/.cache/trainyard)
+# the cluster tier's Kubernetes (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
+# kubectl) from kube/go.mod and the upstream controllers (Kueue, JobSet, Trainer, training-operator)
+# from kube/controllers/go.mod, built on first use with progress shown, then cached (~/.cache/trainyard)
 kube: $(call STAMP,$(EXTRAS))
 	@$(BIN)/trainyard cluster build >/dev/null
 
@@ -64,9 +66,16 @@ validate: $(call STAMP,$(EXTRAS)) tools
 	rm -rf $(PREVIEWS)
 	$(BIN)/trainyard validate --previews $(PREVIEWS) $(VALIDATE_FLAGS)
 
+# The job on a local control plane with the real controllers (Go needed; root for the pods'
+# network namespaces). OFFLINE=1: the path without Kubernetes, for a machine without Go.
 # DEMO: extra arguments, e.g. DEMO='--admission policy --cluster prod-ib --job horovod'
+ifeq ($(OFFLINE),1)
 demo: $(call STAMP,dev) tools
+	$(BIN)/trainyard demo --offline $(DEMO)
+else
+demo: $(call STAMP,dev) tools kube
 	$(BIN)/trainyard demo $(DEMO)
+endif
 
 lint: $(call STAMP,dev)
 	$(BIN)/ruff check .

@@ -1,6 +1,6 @@
-"""``make demo``, reduced: the whole path of a job on one machine, and nothing left behind.
+"""``make demo OFFLINE=1``, reduced: the path of a job without Kubernetes, and nothing left behind.
 
-The same command a user runs (``trainyard demo``), with fewer steps: render and
+The same command a user runs (``trainyard demo --offline``), with fewer steps: render and
 validate the dev cluster, the webhook over TLS, the job's pods through admission, the pods in
 network namespaces, training with a worker killed halfway, the report. Then the machine is
 checked for leftovers (namespaces, links, hosts files, processes). The default job is a TrainJob;
@@ -29,8 +29,8 @@ STEPS, EVERY = 60, 10
 
 
 def demo(*args: str) -> subprocess.CompletedProcess:
-    """``trainyard demo ARGS`` as a user runs it (make demo runs it without arguments)."""
-    argv = [sys.executable, "-m", "trainyard.cli", "demo", *args]
+    """``trainyard demo --offline ARGS`` as a user runs it (make demo OFFLINE=1)."""
+    argv = [sys.executable, "-m", "trainyard.cli", "demo", "--offline", *args]
     return subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
 
 
@@ -134,7 +134,18 @@ def test_the_v1_path_a_pytorchjob_end_to_end(tmp_path):
 def test_ctrl_c_cleans_up_and_a_second_run_works(tmp_path):
     workdir = tmp_path / "work"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "trainyard.cli", "demo", "--max-steps", "2000", "--no-fault", "--workdir", str(workdir)],
+        [
+            sys.executable,
+            "-m",
+            "trainyard.cli",
+            "demo",
+            "--offline",
+            "--max-steps",
+            "2000",
+            "--no-fault",
+            "--workdir",
+            str(workdir),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -163,6 +174,7 @@ def test_ctrl_c_cleans_up_and_a_second_run_works(tmp_path):
             "-m",
             "trainyard.cli",
             "demo",
+            "--offline",
             "--max-steps",
             "10",
             "--no-fault",

@@ -31,6 +31,12 @@ def register(add_parser: AddParser) -> None:
     )
     p.add_argument("--cluster", default="dev", help="cluster to take the job from (default dev)")
     p.add_argument("--job", default="smoke-ddp", help="job folder under overlays/CLUSTER/jobs (default smoke-ddp)")
+    p.add_argument(
+        "--offline",
+        action="store_true",
+        help="without Kubernetes: expand the job offline, send its pods to the webhook, run them (no Go needed; "
+        "make demo OFFLINE=1)",
+    )
     p.add_argument("--no-fault", action="store_true", help="do not kill a training process halfway")
     p.add_argument(
         "--no-netns",
@@ -56,6 +62,15 @@ def register(add_parser: AddParser) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from trainyard.sandbox import demo
+    from trainyard.contract.errors import UserError
+    from trainyard.sandbox import clusterdemo, demo
 
-    return demo.main(args)
+    if args.offline or args.admission == "policy":
+        return demo.main(args)
+    offline_only = [flag for flag, value in (("--no-netns", args.no_netns), ("--max-steps", args.max_steps),
+                    ("--checkpoint-every", args.checkpoint_every), ("--summary", args.summary)) if value]  # fmt: skip
+    if offline_only:
+        raise UserError(
+            f"{', '.join(offline_only)}: only with --offline (on the control plane the job runs as git says)"
+        )
+    return clusterdemo.main(args)

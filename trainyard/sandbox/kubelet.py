@@ -21,7 +21,8 @@ terminated reason).
 
 Not a kubelet: images are not pulled. A container whose image has no local entrypoint (the
 trainer image runs ``trainyard launch``) waits with reason ``ErrImagePull`` and says why, as a
-node that cannot pull it would. The identity is the cluster admin's, not ``system:node:<name>``.
+node that cannot pull it would; a pod LocalCluster cannot set up (a Secret volume: the webhook's
+own Deployment, whose part a local process plays) waits with ``CreateContainerConfigError``. The identity is the cluster admin's, not ``system:node:<name>``.
 """
 
 from __future__ import annotations
@@ -362,7 +363,9 @@ class Kubelet:
         containers = pod_spec["containers"]
         inits = pod_spec.get("initContainers") or []
         if local is None:
-            waiting = {"waiting": {"reason": "ErrImagePull", "message": tracked.waiting}}
+            # the kubelet's reasons: an image it cannot get, or a pod it cannot set up
+            reason = "ErrImagePull" if "entrypoint" in tracked.waiting else "CreateContainerConfigError"
+            waiting = {"waiting": {"reason": reason, "message": tracked.waiting}}
             statuses = [_container(c, waiting, 0) for c in containers]
             return {
                 "phase": "Pending",
@@ -467,6 +470,8 @@ def _container(spec: dict, state: dict, restarts: int) -> dict:
 
 
 def _terminated(code: int, started: str) -> dict:
+    if code < 0:  # killed by a signal: container runtimes report 128 + the signal's number
+        code = 128 - code
     return {
         "exitCode": code,
         "reason": "Completed" if code == 0 else "Error",

@@ -1,12 +1,5 @@
-"""The Lua health checks of argocd-cm, run with a real Lua runtime (lupa) the way Argo CD runs
-them: the live object in the global ``obj``, the script's result read as hs.status and
-hs.message.
-
-Argo CD runs health scripts in gopher-lua, a Lua 5.1, with only the base, table and package
-libraries and a reduced os (argoproj/argo-cd@v3.5.1:util/lua/lua.go, unless useOpenLibs is set for
-the kind), so the scripts run here in Lua 5.1 with string, math, io, debug and coroutine removed
-and no string methods: a script that relies on them fails here as it would in Argo CD.
-"""
+"""The Lua health checks of argocd-cm, run as Argo CD runs them (trainyard.repo.upstream.health:
+Lua 5.1 through lupa, with gopher-lua's reduced libraries)."""
 
 from __future__ import annotations
 
@@ -14,16 +7,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from lupa.lua51 import LuaRuntime
 
-HEALTH_PREFIX = "resource.customizations.health."
+from trainyard.repo.upstream.health import HEALTH_PREFIX, run_health
+
 FIXTURES = Path(__file__).parent / "fixtures" / "argocd"
-SANDBOX = """
-string, math, io, debug, coroutine, utf8 = nil, nil, nil, nil, nil, nil
-local clock, date, difftime, time = os.clock, os.date, os.difftime, os.time
-os = {clock = clock, date = date, difftime = difftime, time = time}
-getmetatable("").__index = nil
-"""
 
 
 @pytest.fixture(scope="module")
@@ -33,14 +20,6 @@ def argocd_cm(report) -> dict[str, str]:
     assert cm.name == "argocd-cm" and cm.namespace == "argocd"
     assert cm.annotations["argocd.argoproj.io/sync-options"] == "Prune=false,Delete=false"
     return cm.doc["data"]
-
-
-def run_health(script: str, obj: dict) -> dict:
-    lua = LuaRuntime(unpack_returned_tuples=True)
-    lua.execute(SANDBOX)
-    lua.globals().obj = lua.table_from(obj, recursive=True)
-    result = lua.execute(script)
-    return {"status": result["status"], "message": result["message"]}
 
 
 def test_keys_for_every_job_kind_and_applications(argocd_cm):

@@ -1,0 +1,336 @@
+"""``make demo``: one job of the dev cluster, end to end, on a real control plane on this machine.
+
+1. git: render and validate the cluster (kustomize, the Argo CD emulation); the offline expansion
+   previews the pods the job should get.
+2. control plane: ``trainyard cluster up``: etcd, kube-apiserver, kube-controller-manager,
+   kube-scheduler, the fabric webhook (or admission policies), and Kueue, JobSet, Kubeflow
+   Trainer and the v1 training operator from their releases; the repository synced into it as
+   Argo CD syncs, the job's Application with the rest.
+3. nodes: the sandbox registers the nodes the cluster's facts declare and becomes their kubelet
+   (trainyard.sandbox.kubelet); the claims get volumes.
+4. the control plane at work: Kueue admits the TrainJob into a topology domain, Trainer builds the
+   JobSet, the Job controller creates the pods, kube-apiserver calls the webhook, Kueue lifts its
+   topology gate, the scheduler binds them, the kubelet runs them. Each change is shown as the
+   API server holds it, with the repository's Argo CD health check (its Lua, from the synced
+   argocd-cm) of the TrainJob, JobSet, Workload and the v1 jobs.
+5. training: a committed checkpoint, then the container of a worker pod is killed (exit 137);
+   the kubelet restarts it as its restartPolicy says, the restart count reaches the API, the
+   trainer resumes from the committed step.
+6. the TrainJob ends Complete (and the cluster's other jobs, a v1 PyTorchJob in dev, end too);
+   everything is stopped and removed.
+
+``--offline`` keeps the path without Kubernetes (trainyard.sandbox.demo): for a machine without Go.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trainyard.cluster import controlplane, up
+from trainyard.cluster.client import ApiError, Kube
+from trainyard.contract import reports
+from trainyard.contract.errors import UserError
+from trainyard.contract.names import NETWORKS_ANNOTATION, SHM_PATH, TRAINER_REPOSITORY
+from trainyard.repo.model import declared, repository
+from trainyard.repo.upstream import health as argo_health
+from trainyard.sandbox.demo import LAUNCH, ROOT, RunLogFollower, preflight_in, say, trainer_config
+from trainyard.sandbox.kubelet import Kubelet
+from trainyard.sandbox.localpods import LocalCluster, LocalPod, isolation_available
+from trainyard.sandbox.processes import descendants
+
+STEPS = 6
+JOB_KINDS = (
+    ("trainer.kubeflow.org/v1alpha1", "TrainJob", "trainjobs"),
+    ("kubeflow.org/v1", "PyTorchJob", "pytorchjobs"),
+    ("kubeflow.org/v1", "TFJob", "tfjobs"),
+    ("kubeflow.org/v2beta1", "MPIJob", "mpijobs"),
+)
+
+
+@dataclass
+class Outcome:
+    job: str
+    seconds: float = 0.0
+    states: dict[str, str] = field(default_factory=dict)  # job -> final state
+    killed: str = ""
+    resumed_from: int | None = None
+    restarts: int = 0
+    pods: list[str] = field(default_factory=list)
+
+
+def _api(kind: str, api_version: str, plural: str, namespace: str) -> str:
+    base = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
+    return f"{base}/namespaces/{namespace}/{plural}"
+
+
+def _condition(obj: dict, kind: str) -> bool:
+    return any(
+        c.get("type") == kind and c.get("status") == "True" for c in (obj.get("status") or {}).get("conditions") or []
+    )
+
+
+def _state(obj: dict) -> str:
+    """A one-word state, as kubectl's columns show it."""
+    for kind in ("Complete", "Succeeded", "Failed", "Finished", "Completed", "Admitted", "QuotaReserved", "Running",
+                 "Suspended", "Created"):  # fmt: skip
+        if _condition(obj, kind):
+            return kind
+    phase = (obj.get("status") or {}).get("phase")
+    return phase or "Pending"
+
+
+def _health_text(cm: dict[str, str], obj: dict) -> str:
+    h = argo_health.health(cm, obj)
+    if h is None:
+        return ""
+    message = f": {h['message']}" if h.get("message") else ""
+    return f"  [Argo CD health {h['status']}{message}]"
+
+
+class Watcher:
+    """What the API server holds about the demo's namespace, printed as it changes."""
+
+    def __init__(self, kube: Kube, namespace: str, argocd_cm: dict[str, str]) -> None:
+        self.kube, self.namespace, self.cm = kube, namespace, argocd_cm
+        self.seen: dict[str, str] = {}
+
+    def lines(self) -> list[str]:
+        out = []
+        listings = [*JOB_KINDS, ("jobset.x-k8s.io/v1alpha2", "JobSet", "jobsets"),
+                    ("kueue.x-k8s.io/v1beta2", "Workload", "workloads"), ("batch/v1", "Job", "jobs"),
+                    ("v1", "Pod", "pods")]  # fmt: skip
+        for api_version, kind, plural in listings:
+            try:
+                items = self.kube.get(_api(kind, api_version, plural, self.namespace))["items"]
+            except ApiError:
+                continue
+            for obj in items:
+                obj.setdefault("apiVersion", api_version)
+                obj.setdefault("kind", kind)
+                key = f"{kind} {obj['metadata']['name']}"
+                text = self._describe(kind, obj) + _health_text(self.cm, obj)
+                if self.seen.get(key) != text:
+                    self.seen[key] = text
+                    out.append(f"api: {key}: {text}")
+        return out
+
+    def _describe(self, kind: str, obj: dict) -> str:
+        status = obj.get("status") or {}
+        if kind == "Pod":
+            spec = obj["spec"]
+            gates = [g["name"] for g in spec.get("schedulingGates") or []]
+            restarts = sum(c.get("restartCount", 0) for c in status.get("containerStatuses") or [])
+            where = f" on {spec['nodeName']}" if spec.get("nodeName") else ""
+            extra = f", gated by {', '.join(gates)}" if gates else ""
+            extra += f", restarts {restarts}" if restarts else ""
+            return f"{status.get('phase', 'Pending')}{where}{extra}"
+        if kind == "Workload":
+            admission = status.get("admission") or {}
+            domains = []
+            for ps in admission.get("podSetAssignments") or []:
+                for s in (ps.get("topologyAssignment") or {}).get("slices") or []:
+                    values = (s.get("valuesPerLevel") or [{}])[-1].get("individual") or {}
+                    domains += [values.get("prefix", "") + r for r in values.get("roots") or []]
+            where = f" into {', '.join(domains)}" if domains else ""
+            return f"{_state(obj)}{where}"
+        if kind == "Job":
+            return f"{_state(obj)}, {status.get('succeeded', 0)} succeeded, {status.get('active', 0)} active"
+        return _state(obj)
+
+
+def _fabric(pod: dict) -> str:
+    """What the fabric admission put in the pod, as stored."""
+    container = pod["spec"]["containers"][0]
+    nccl = sorted(e["name"] for e in container.get("env") or [] if e["name"].startswith("NCCL_"))
+    caps = ((container.get("securityContext") or {}).get("capabilities") or {}).get("add") or []
+    shm = next(
+        (
+            (v.get("emptyDir") or {}).get("sizeLimit")
+            for v in pod["spec"].get("volumes") or []
+            for m in container.get("volumeMounts") or []
+            if m["mountPath"] == SHM_PATH and m["name"] == v["name"]
+        ),
+        None,
+    )
+    networks = (pod["metadata"].get("annotations") or {}).get(NETWORKS_ANNOTATION, "none")
+    return f"networks {networks}; {', '.join(nccl) or 'no NCCL env'}; caps {caps or 'none'}; /dev/shm {shm or 'none'}"
+
+
+def _kill_container(cluster: LocalCluster, pod: LocalPod) -> int:
+    """SIGKILL the pod's first container and everything it started (torchrun and its workers)."""
+    proc = pod.processes[pod.spec["spec"]["containers"][0]["name"]]
+    for pid in [proc.pid, *descendants({proc.pid})]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return proc.pid
+
+
+def run(args: argparse.Namespace) -> Outcome:
+    t0 = time.monotonic()
+    deadline = t0 + args.timeout
+    repo = repository.load(ROOT)
+    cluster_name, job = args.cluster, args.job
+    facts = declared.load(repo, cluster_name)
+    available, why = isolation_available()
+    if not available:
+        raise UserError(f"the pods need network namespaces ({why}); run as root, or `make demo OFFLINE=1`")
+    say(f"[1/{STEPS}] git: render and validate cluster {cluster_name} (kustomize, the Argo CD emulation)")
+    render = up.render_for(repo, cluster_name)
+    say(f"      {len(render.apps)} Applications; admission by {facts.spec.admission}")
+    outcome = Outcome(job=job)
+    with tempfile.TemporaryDirectory(prefix="trainyard-demo-") as tmp, contextlib.ExitStack() as stack:
+        work = Path(args.workdir or tmp).resolve()
+        folder = work / "cluster"
+        say(f"[2/{STEPS}] control plane: trainyard cluster up --cluster {cluster_name} (Kubernetes "
+            f"{facts.spec.kubernetes_version}, the controllers of the pinned releases)")  # fmt: skip
+        started = up.up(repo, cluster_name, folder, progress=lambda line: say(f"      {line}"))
+        stack.callback(lambda: controlplane.down(folder))
+        kube = stack.enter_context(started.client())
+        cm = kube.get("/api/v1/namespaces/argocd/configmaps/argocd-cm").get("data") or {}
+        nads = kube.get("/apis/k8s.cni.cncf.io/v1/network-attachment-definitions")["items"]
+        base_env = {
+            "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+            "HOME": str(work),
+            "OMP_NUM_THREADS": "1",
+            "LANG": "C.UTF-8",
+        }
+        pods_dir = work / "pods"
+        cluster = LocalCluster(pods_dir, nads, {TRAINER_REPOSITORY: LAUNCH}, base_env=base_env, isolate=True)
+        stack.callback(cluster.close)
+        kubelet = Kubelet(kube, facts, cluster, progress=lambda line: say(f"      kubelet: {line}"))
+        stack.callback(kubelet.stop)
+        say(f"[3/{STEPS}] nodes: the sandbox registers the declared nodes and is their kubelet")
+        nodes = kubelet.register()
+        say(f"      {len(nodes)} nodes Ready: {', '.join(nodes)}")
+        for line in kubelet.provide_storage():
+            say(f"      {line}")
+        kubelet.start()
+        namespace = _job_namespace(render, job)
+        watcher = Watcher(kube, namespace, cm)
+        say(f"[4/{STEPS}] the control plane at work on {namespace}/{job} (what kube-apiserver holds, as it changes)")
+        _follow(kubelet, watcher, kube, namespace, job, outcome, args, deadline)
+        outcome.seconds = time.monotonic() - t0
+        say(f"[{STEPS}/{STEPS}] stopping: pods, controllers, the control plane; namespaces and bridges removed")
+    return outcome
+
+
+def _job_namespace(render, job: str) -> str:
+    for ar in render.apps:
+        for r in ar.resources:
+            if r.name == job and any(r.kind == kind for _, kind, _ in JOB_KINDS):
+                return r.namespace or "default"
+    raise UserError(f"no job {job!r} in cluster {render.cluster}'s Applications")
+
+
+def _follow(kubelet: Kubelet, watcher: Watcher, kube: Kube, namespace: str, job: str, outcome: Outcome,
+            args: argparse.Namespace, deadline: float) -> None:  # fmt: skip
+    """Steps 4 to 6: until the job and the namespace's other jobs have ended."""
+    log: RunLogFollower | None = None
+    training_said = shown_fabric = False
+    max_steps = 0
+    while True:
+        if time.monotonic() > deadline:
+            raise UserError(
+                f"the job did not finish within {args.timeout:g} s; the logs are in {kubelet.cluster.workdir}"
+            )
+        for line in kubelet.step(0.3):
+            say(f"      kubelet: {line}")
+        for line in watcher.lines():
+            say(f"      {line}")
+        ours = _job_pods(kubelet, job)
+        if ours and not shown_fabric and all(p.processes for p in ours):
+            shown_fabric = True
+            for p in ours:
+                stored = kube.get(f"/api/v1/namespaces/{namespace}/pods/{p.name}")
+                outcome.pods.append(p.name)
+                addresses = ", ".join(f"{i} {a}" for i, a in p.interfaces.items())
+                say(f"      {p.name} ({addresses}): {_fabric(stored)}")
+            _, cfg = trainer_config(ours[0].spec)
+            max_steps = cfg.max_steps
+            path = kubelet.cluster.host_path(ours[0], str(cfg.metrics_path))
+            if path is not None:
+                log = RunLogFollower(path)
+        if log is not None:
+            for record in log.read():
+                if isinstance(record, reports.Start) and not training_said:
+                    training_said = True
+                    say(f"[5/{STEPS}] training: world size {record.world_size}, {record.backend}; {max_steps} steps")
+                    for p in ours:
+                        if p.processes and all(proc.poll() is None for proc in p.processes.values()):
+                            for line in preflight_in(kubelet.cluster, p):
+                                if " skip:" not in line:
+                                    say(f"      {p.name} preflight {line}")
+                elif isinstance(record, reports.Resume):
+                    outcome.resumed_from = record.step
+                    say(f"      resumed from committed step {record.step} (world size {record.world_size})")
+                elif isinstance(record, reports.Committed):
+                    say(f"      checkpoint step-{record.step} committed")
+                elif isinstance(record, reports.Done):
+                    say(f"      done: step {record.step}, loss {record.loss:.4f}")
+            committed = log.committed()
+            halfway = committed and max_steps // 2 <= committed[-1] < max_steps
+            if not args.no_fault and not outcome.killed and halfway and len(ours) > 1:
+                victim = ours[-1]  # not node rank 0's pod: it hosts the rendezvous
+                pid = _kill_container(kubelet.cluster, victim)
+                outcome.killed = victim.name
+                say(f"      fault: kill -9 of {victim.name}'s container (pid {pid}) after step {committed[-1]} "
+                    "was committed; its restartPolicy restarts it")  # fmt: skip
+        states = _job_states(kube, namespace)
+        if job in states and all(s in ("Complete", "Succeeded", "Failed") for s in states.values()):
+            outcome.states = states
+            outcome.restarts = sum(sum(p.restarts.values()) for p in _job_pods(kubelet, job))
+            for line in watcher.lines():
+                say(f"      {line}")
+            break
+    if outcome.states[job] == "Failed":
+        raise UserError(f"job {job} failed; the pod logs are in {kubelet.cluster.workdir / 'logs'}")
+
+
+def _job_pods(kubelet: Kubelet, job: str) -> list[LocalPod]:
+    return sorted(
+        (t.local for t in kubelet.pods.values() if t.local is not None and t.name.startswith(f"{job}-")),
+        key=lambda p: p.name,
+    )
+
+
+def _job_states(kube: Kube, namespace: str) -> dict[str, str]:
+    states = {}
+    for api_version, kind, plural in JOB_KINDS:
+        try:
+            items = kube.get(_api(kind, api_version, plural, namespace))["items"]
+        except ApiError:
+            continue
+        for obj in items:
+            states[obj["metadata"]["name"]] = _state(obj)
+    return states
+
+
+def report(outcome: Outcome) -> None:
+    say()
+    say(f"== report: {outcome.job}")
+    for name, state in sorted(outcome.states.items()):
+        say(f"   {name}: {state}")
+    if outcome.killed:
+        say(f"   fault: {outcome.killed}'s container killed; container restarts {outcome.restarts}; "
+            f"resumed from committed step {outcome.resumed_from}")  # fmt: skip
+    say(f"   total time {outcome.seconds:.0f} s")
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        outcome = run(args)
+    except KeyboardInterrupt:
+        print("interrupted; everything the demo started was stopped and removed", file=sys.stderr)
+        return 130
+    report(outcome)
+    if outcome.killed and outcome.resumed_from is None:
+        raise UserError("the killed worker's job did not resume from a checkpoint")
+    return 0
