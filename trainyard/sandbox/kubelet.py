@@ -22,7 +22,8 @@ terminated reason).
 Not a kubelet: images are not pulled. A container whose image has no local entrypoint (the
 trainer image runs ``trainyard launch``) waits with reason ``ErrImagePull`` and says why, as a
 node that cannot pull it would; a pod LocalCluster cannot set up (a Secret volume: the webhook's
-own Deployment, whose part a local process plays) waits with ``CreateContainerConfigError``. The identity is the cluster admin's, not ``system:node:<name>``.
+own Deployment, whose part a local process plays) waits with ``CreateContainerConfigError``.
+The identity is the cluster admin's, not ``system:node:<name>``.
 """
 
 from __future__ import annotations
