@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+import json
 import os
 import shutil
 import ssl
@@ -388,9 +389,34 @@ def start_install(
             owner = next(c for c in install.controllers if c.service == service.get("name"))
             doc = _rewrite_webhooks(doc, urls[owner.service], certs[owner.secret]["ca.crt"])
         kube.apply(doc, manager="argocd-controller")
+    _conversion_webhooks(kube, install, urls, certs)
     for c, ports in plans:
         running.append(_start(kube, install, c, ports, deployments, docs, work, bins, server, ca_file, certs))
     return running
+
+
+def _conversion_webhooks(
+    kube: Kube, install: Install, urls: dict[str, str], certs: dict[str, dict[str, bytes]]
+) -> None:
+    """Point the conversion webhook of each CRD served by one of ``install``'s Services at loopback."""
+    secrets = {c.service: c.secret for c in install.controllers}
+    for crd in kube.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions")["items"]:
+        webhook = (crd["spec"].get("conversion") or {}).get("webhook") or {}
+        service = (webhook.get("clientConfig") or {}).get("service") or {}
+        if service.get("namespace") != install.namespace or service.get("name") not in urls:
+            continue
+        name = service["name"]
+        config = {
+            "url": urls[name] + (service.get("path") or "/"),
+            "service": None,  # a merge patch's null removes it
+            "caBundle": _b64(certs[secrets[name]]["ca.crt"]),
+        }
+        kube.request(
+            "PATCH",
+            f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}",
+            content=json.dumps({"spec": {"conversion": {"webhook": {"clientConfig": config}}}}),
+            headers={"Content-Type": "application/merge-patch+json"},
+        )
 
 
 def _start(

@@ -155,8 +155,12 @@ def _field_of(exc: ApiError) -> str:
             return named.group(1)
         if cause.field:
             return cause.field
-    named = re.search(r'unknown field "([^"]+)"', exc.message) or re.search(
-        r"(?:^|[\s:])\.?((?:spec|metadata|data|webhooks|rules)(?:\.[\w-]+|\[\d+\])*)", exc.message
+    named = (
+        re.search(r'unknown field "([^"]+)"', exc.message)
+        # a controller's webhook that cannot decode the object: Go's encoding/json UnmarshalTypeError
+        # ("json: cannot unmarshal string into Go struct field Trainer.spec.trainer.numNodes ...")
+        or re.search(r"Go struct field \w+\.((?:spec|metadata|data)(?:\.[\w-]+)*)", exc.message)
+        or re.search(r"(?:^|[\s:])\.?((?:spec|metadata|data|webhooks|rules)(?:\.[\w-]+|\[\d+\])*)", exc.message)
     )
     return named.group(1) if named else ""
 

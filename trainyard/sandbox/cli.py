@@ -23,11 +23,15 @@ def _at_least(minimum: int):
 def register(add_parser: AddParser) -> None:
     p = add_parser(
         "demo",
-        help="the whole path of one job on this machine: render, webhook, admission, pods, training, fault, resume",
-        description="Render and validate a cluster from git, start the fabric webhook over TLS, send a job's pods "
-        "through it as kube-apiserver does, run the pods in network namespaces with eth0 and net1, train "
-        "through `trainyard launch`, kill a training process halfway, and report what each pod got and "
-        "where its traffic went. Everything it creates is removed on success, failure and Ctrl-C.",
+        help="one job end to end on this machine: a local control plane with the real controllers, the sandbox as "
+        "kubelet, a kill and a resume",
+        description="Start the cluster's control plane and controllers (trainyard cluster up), register its declared "
+        "nodes with the sandbox as their kubelet, and follow the job from git to its end as kube-apiserver holds it, "
+        "with the repository's Argo CD health checks: Kueue admission, Trainer's JobSet, the Job controller's pods, "
+        "the fabric webhook, scheduling, the pods in network namespaces with eth0 and net1; a worker's container is "
+        "killed after a committed checkpoint and the job resumes. --offline: the path without Kubernetes (the job's "
+        "pods from the offline expansion, sent to the webhook over TLS, run and trained). Everything it creates is "
+        "removed on success, failure and Ctrl-C.",
     )
     p.add_argument("--cluster", default="dev", help="cluster to take the job from (default dev)")
     p.add_argument("--job", default="smoke-ddp", help="job folder under overlays/CLUSTER/jobs (default smoke-ddp)")

@@ -175,7 +175,6 @@ def _kill_container(cluster: LocalCluster, pod: LocalPod) -> int:
 
 def run(args: argparse.Namespace) -> Outcome:
     t0 = time.monotonic()
-    deadline = t0 + args.timeout
     repo = repository.load(ROOT)
     cluster_name, job = args.cluster, args.job
     facts = declared.load(repo, cluster_name)
@@ -213,6 +212,7 @@ def run(args: argparse.Namespace) -> Outcome:
         for line in kubelet.provide_storage():
             say(f"      {line}")
         kubelet.start()
+        deadline = time.monotonic() + args.timeout  # the job's time; a first build is not counted
         namespace = _job_namespace(render, job)
         watcher = Watcher(kube, namespace, cm)
         say(f"[4/{STEPS}] the control plane at work on {namespace}/{job} (what kube-apiserver holds, as it changes)")

@@ -28,6 +28,7 @@ The identity is the cluster admin's, not ``system:node:<name>``.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import queue
@@ -321,6 +322,19 @@ class Kubelet:
         if tracked.local is not None:
             self.cluster.remove_pod(tracked.local.name, grace=0)
         self.pods.pop(tracked.uid, None)
+
+    def keep_ready(self, stop: threading.Event) -> threading.Thread:
+        """Renew the nodes' Leases in a thread until ``stop``, running no pods: nodes for the
+        scheduler and Kueue to place pods on, for a caller that looks at the pods, not their run."""
+
+        def renew() -> None:
+            while not stop.wait(RENEW_SECONDS / 2):
+                with contextlib.suppress(httpx.HTTPError, ApiError):
+                    self.renew()
+
+        thread = threading.Thread(target=renew, name="kubelet-leases", daemon=True)
+        thread.start()
+        return thread
 
     def _run(self, pod: dict) -> list[str]:
         meta, spec = pod["metadata"], pod["spec"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 import re
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from hypothesis import HealthCheck, event, given, settings
 
 from tests.webhook import strategies
 from trainyard.cluster.client import ApiError, Kube
+from trainyard.cluster.processes import wait_for
 from trainyard.cluster.up import render_for
 from trainyard.repo.generate.mutating_harness import Harness, limits_hit, normalise
 from trainyard.repo.jobs.preview import cluster_job_pods
@@ -78,6 +80,8 @@ def _in(pod: dict, namespace: str) -> dict:
         meta.pop(key, None)
     if not meta.get("name") and not meta.get("generateName"):
         meta["generateName"] = "differential-"
+    elif meta.get("name") and not meta["name"].endswith("-dryrun"):  # the controllers made the job's pods
+        meta["name"] = meta["name"][:56] + "-dryrun"
     out.pop("status", None)
     return out
 
@@ -105,7 +109,13 @@ def _comparable(pod: dict) -> dict:
 def as_sent(kube: Kube, pod: dict, namespace: str) -> dict:
     """``pod`` as kube-apiserver hands it to the mutating admission of ``namespace``."""
     _accounts(kube, pod, PLAIN, INJECTED)
-    sent = kube.create(_in(pod, PLAIN), dry_run=True)
+    body = _in(pod, PLAIN)
+    # Kueue's pod webhook looks up a pod's owning Job in the pod's namespace (a Job's pod exists
+    # only once its Job does); the Job is not in PLAIN, and an owner reference is never defaulted
+    owners = body["metadata"].pop("ownerReferences", None)
+    sent = kube.create(body, dry_run=True)
+    if owners:
+        sent["metadata"]["ownerReferences"] = owners
     return _in(sent, namespace) | {"status": sent.get("status", {})}
 
 
@@ -120,7 +130,19 @@ def engine_answer(kube: Kube, pod: dict, policies: PolicySet, default: str, name
     return kube.create(_in(mutated, PLAIN), dry_run=True)
 
 
+def _owners_exist(kube: Kube, pod: dict, namespace: str, timeout: float = 60.0) -> None:
+    """Wait for the objects the pod names as owners: Kueue's pod webhook looks a Job's pod's Job up,
+    and in a cluster the Job controller makes a pod only once its Job exists (JobSet makes the Job
+    a moment after the TrainJob's sync)."""
+    for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("kind") != "Job":
+            continue
+        path = f"/apis/batch/v1/namespaces/{namespace}/jobs/{ref['name']}"
+        wait_for(lambda p=path: kube.http.get(p).status_code == 200, timeout=timeout, what=path, interval=0.2)
+
+
 def stored(kube: Kube, pod: dict, namespace: str = INJECTED, headers: dict | None = None) -> dict:
+    _owners_exist(kube, pod, namespace)
     return kube.create(_in(pod, namespace), dry_run=True, headers=headers)
 
 
@@ -343,12 +365,17 @@ def test_an_update_cannot_strip_the_fabric(dev):
     body["metadata"].pop("generateName", None)
     pod = kube.create(body)
     try:
-        annotations = dict(pod["metadata"]["annotations"])
-        assert NETWORKS in annotations
-        annotations.pop(NETWORKS)
-        pod["metadata"]["annotations"] = annotations
+        assert NETWORKS in pod["metadata"]["annotations"]
+        # a merge patch (an UPDATE to admission) that takes the attachment away; a patch, not a PUT
+        # of what was read, since the scheduler writes the unschedulable pod's status meanwhile
+        strip = {"metadata": {"annotations": {NETWORKS: None}}}
         with pytest.raises(ApiError) as refused:
-            kube.request("PUT", kube.path(pod), json=pod)
+            kube.request(
+                "PATCH",
+                kube.path(pod),
+                content=json.dumps(strip),
+                headers={"Content-Type": "application/merge-patch+json"},
+            )
         assert refused.value.code == 422 and "trainyard-fabric-required" in refused.value.message
     finally:
         kube.delete(pod)

@@ -36,7 +36,7 @@ def test_start_serves_the_pinned_version_and_down_leaves_nothing(tmp_path: Path)
     folder = started.folder
     pids = _pids(folder)
     ports = [p for d in started.state.daemons for p in d.ports]
-    assert len(pids) == 3 and not _gone(pids)
+    assert len(pids) == 4 and not _gone(pids)
     with started.client() as kube:
         assert kube.get("/version")["gitVersion"] == components.KUBERNETES_VERSION
     # a person can point the pinned kubectl at it
@@ -48,7 +48,9 @@ def test_start_serves_the_pinned_version_and_down_leaves_nothing(tmp_path: Path)
     assert out.split() == ["serviceaccount/default"]  # made by the real kube-controller-manager
 
     stopped = controlplane.down(folder)
-    assert sorted(s.split()[0] for s in stopped) == ["etcd", "kube-apiserver", "kube-controller-manager"]
+    assert sorted(s.split()[0] for s in stopped) == [
+        "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"
+    ]  # fmt: skip
     assert _gone(pids)
     assert not [p for p in ports if port_in_use(p)]
     assert not (folder / "cluster.json").exists() and not (folder / "etcd").exists()

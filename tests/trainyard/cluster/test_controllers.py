@@ -1,0 +1,143 @@
+"""The upstream controllers as ``trainyard cluster up`` runs them: from the pinned releases, as their
+ServiceAccounts, with their webhooks answering kube-apiserver on loopback."""
+
+from __future__ import annotations
+
+import base64
+import re
+
+import pytest
+from cryptography import x509
+
+from trainyard.cluster import controllers, crds
+from trainyard.cluster.client import ApiError
+from trainyard.cluster.components import KUBE_MODULE, TARGETS
+
+NAMESPACE = "trainyard-test-controllers"
+
+
+def _go_mod_requires(path) -> dict[str, str]:
+    text = path.read_text()
+    return dict(re.findall(r"^\s+(\S+) (v\S+)\s*$", text.split("require (", 1)[1].split("\n)", 1)[0], re.M))
+
+
+def test_the_controllers_module_pins_the_releases_the_applications_install():
+    pinned = _go_mod_requires(KUBE_MODULE / "controllers" / "go.mod")
+    for install in controllers.INSTALLS:
+        for module, _ in install.sources:
+            assert pinned[module] == crds.release(module).version, module
+    built = set(TARGETS["controllers"].names)
+    assert built == {c.binary for i in controllers.INSTALLS for c in i.controllers}
+
+
+def test_a_rotator_keeps_the_pair_it_is_given():
+    """What cert-controller@v0.16.0 ValidCert checks, checked here on the pair the Secret gets."""
+    data = controllers.rotator_secret_data("jobset-ca", "jobset-webhook-service.kubeflow-system.svc")
+    ca = x509.load_pem_x509_certificate(data["ca.crt"])
+    leaf = x509.load_pem_x509_certificate(data["tls.crt"])
+    assert ca.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
+        x509.DNSName
+    ) == ["jobset-ca"]
+    sans = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert sans.get_values_for_type(x509.DNSName) == ["jobset-webhook-service.kubeflow-system.svc"]
+    assert [str(a) for a in sans.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
+    leaf.verify_directly_issued_by(ca)
+    assert (leaf.not_valid_after_utc - leaf.not_valid_before_utc).days >= 90 + 1
+    assert data["ca.key"].startswith(b"-----BEGIN RSA PRIVATE KEY-----")  # PKCS#1, as the rotator parses
+
+
+@pytest.mark.cluster
+def test_every_controller_runs_and_its_webhooks_are_on_loopback_with_its_own_ca(clusters):
+    started = clusters["dev"]
+    names = {d.name for d in started.state.daemons if d.alive()}
+    assert {c.binary for i in controllers.INSTALLS for c in i.controllers} <= names
+    with started.client() as kube:
+        cas = set()
+        for install in controllers.INSTALLS:
+            for c in install.controllers:
+                secret = kube.get(f"/api/v1/namespaces/{install.namespace}/secrets/{c.secret}")
+                cas.add(secret["data"]["ca.crt"])
+                cert = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+                # the rotator kept the pair it was given: its own would name no IP address
+                sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+                assert [str(a) for a in sans.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"], c.secret
+        configs = [
+            *kube.get("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations")["items"],
+            *kube.get("/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations")["items"],
+        ]
+        release = [c for c in configs if c["metadata"]["name"] != "trainyard-fabric"]
+        assert len(release) >= 6
+        for config in release:
+            for hook in config["webhooks"]:
+                assert hook["clientConfig"]["url"].startswith("https://127.0.0.1:"), config["metadata"]["name"]
+                # the CA of the Secret its rotator kept (injected by the rotator, as by up)
+                assert hook["clientConfig"]["caBundle"] in cas, config["metadata"]["name"]
+
+
+def _namespace(kube) -> None:
+    kube.create_if_absent({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+
+
+def _refused(kube, obj: dict) -> str:
+    with pytest.raises(ApiError) as refused:
+        kube.create({**obj, "metadata": {**obj["metadata"], "namespace": NAMESPACE}}, dry_run=True)
+    return refused.value.message
+
+
+@pytest.mark.cluster
+def test_the_controllers_own_webhooks_refuse_what_they_refuse(clusters):
+    with clusters.kube("dev") as kube:
+        _namespace(kube)
+        message = _refused(
+            kube,
+            {
+                "apiVersion": "trainer.kubeflow.org/v1alpha1",
+                "kind": "TrainJob",
+                "metadata": {"name": "no-runtime"},
+                "spec": {"runtimeRef": {"name": "no-such-runtime"}},
+            },
+        )
+        # Kueue's TrainJob webhook and Trainer's both look the runtime up; kube-apiserver calls
+        # validating webhooks in parallel and reports the first refusal to arrive
+        # (apiserver@v0.36.3:pkg/admission/plugin/webhook/validating/dispatcher.go)
+        webhooks = r'admission webhook "(vtrainjob\.kb\.io|validator\.trainjob\.trainer\.kubeflow\.org)" denied'
+        assert re.search(webhooks, message) and "no-such-runtime" in message, message
+        container = {"name": "pytorch", "image": "registry.example.com/ml/trainer:0.1.0"}
+        replica = {"replicas": 2, "template": {"spec": {"containers": [container]}}}
+        message = _refused(
+            kube,
+            {
+                "apiVersion": "kubeflow.org/v1",
+                "kind": "PyTorchJob",
+                "metadata": {"name": "two-masters"},
+                "spec": {"pytorchReplicaSpecs": {"Master": replica}},
+            },
+        )
+        assert 'admission webhook "validator.pytorchjob.training-operator.kubeflow.org" denied' in message, message
+        job = {"template": {"spec": {"containers": [container], "restartPolicy": "Never"}}}
+        message = _refused(
+            kube,
+            {
+                "apiVersion": "jobset.x-k8s.io/v1alpha2",
+                "kind": "JobSet",
+                "metadata": {"name": "bad-success-policy"},
+                "spec": {
+                    "replicatedJobs": [{"name": "workers", "replicas": 1, "template": {"spec": job}}],
+                    "successPolicy": {"operator": "All", "targetReplicatedJobs": ["no-such-job"]},
+                },
+            },
+        )
+        assert 'admission webhook "vjobset.kb.io" denied the request' in message, message
+
+
+@pytest.mark.cluster
+def test_kueue_converts_its_objects_through_its_conversion_webhook_on_loopback(clusters):
+    with clusters.kube("dev") as kube:
+        crd = kube.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/clusterqueues.kueue.x-k8s.io")
+        conversion = crd["spec"]["conversion"]
+        assert conversion["strategy"] == "Webhook"
+        assert conversion["webhook"]["clientConfig"]["url"].startswith("https://127.0.0.1:")
+        served = [v["name"] for v in crd["spec"]["versions"] if v["served"] and not v.get("storage")]
+        assert served, "no second served version to convert to"
+        got = kube.get(f"/apis/kueue.x-k8s.io/{served[0]}/clusterqueues")["items"]
+        assert got and all(q["apiVersion"] == f"kueue.x-k8s.io/{served[0]}" for q in got)
