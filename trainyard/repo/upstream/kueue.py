@@ -21,6 +21,7 @@ import hashlib
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from trainyard.contract.k8s import is_dns1123_label
 from trainyard.contract.names import (
     KUEUE_PREFERRED_TOPOLOGY_ANNOTATION,
     KUEUE_REQUIRED_TOPOLOGY_ANNOTATION,
@@ -38,6 +39,10 @@ VERSION = "v0.19.2"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 MANAGER = "kueue.x-k8s.io/manager"  # trainjob_controller.go runtimePatchManagerName
 PODSET_LABEL = "kueue.x-k8s.io/podset"  # pkg/constants/constants.go PodSetLabel
+# the queues that admitted the pod's workload (constants.go LocalQueueLabel, ClusterQueueLabel; set
+# by jobframework/reconciler.go assignQueueLabels under AssignQueueLabelsForPods, on by default)
+LOCAL_QUEUE_LABEL = "kueue.x-k8s.io/local-queue-name"
+CLUSTER_QUEUE_LABEL = "kueue.x-k8s.io/cluster-queue-name"
 WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"  # topology_types.go WorkloadAnnotation
 UNCONSTRAINED_ANNOTATION = "kueue.x-k8s.io/podset-unconstrained-topology"
 
@@ -203,6 +208,9 @@ def admit(job: dict, jobset: dict, queues: Queues, uid: str) -> tuple[Admission 
                     f"({', '.join(levels)}): Kueue cannot place the pods"
                 )
         info_annotations = {WORKLOAD_ANNOTATION: workload}
+        info_labels = {PODSET_LABEL: rjob, LOCAL_QUEUE_LABEL: name}
+        if is_dns1123_label(cq.name):  # a ClusterQueue name that is no label value is left out
+            info_labels[CLUSTER_QUEUE_LABEL] = cq.name
         if topology is not None and not request:
             info_annotations[UNCONSTRAINED_ANNOTATION] = "true"
         pod_spec: dict = {}
@@ -218,7 +226,7 @@ def admit(job: dict, jobset: dict, queues: Queues, uid: str) -> tuple[Admission 
                 "template": {
                     "spec": {
                         "template": {
-                            "metadata": {"annotations": info_annotations, "labels": {PODSET_LABEL: rjob}},
+                            "metadata": {"annotations": info_annotations, "labels": info_labels},
                             "spec": pod_spec,
                         }
                     }

@@ -38,9 +38,9 @@ Two things the operator does that a pull request needs to see before merge:
     the launcher gets the ``kubectl-delivery`` init container, the ``OMPI_MCA_*`` variables,
     the hostfile and kubexec mounts, and its own ServiceAccount.
 
-The operator also creates a headless Service per pod, owner references and, with gang
-scheduling, PodGroups; those do not change what the webhook and the admission policy see and
-are left out.
+Each pod names the job as its controller (an owner reference with a stand-in uid). The operator
+also creates a headless Service per pod and, with gang scheduling, PodGroups; those do not change
+what the webhook and the admission policy see and are left out.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ from trainyard.contract.errors import CheckFailed
 from trainyard.contract.k8s import name_problem, unknown_fields
 from trainyard.contract.names import TRAINING_OPERATOR_JOB_LABEL
 from trainyard.repo.model.rendered import tree_copy
+from trainyard.repo.upstream.jobset import owner
 
 API_GROUP = "kubeflow.org"
 OPERATOR_VERSION = "v1.9.4"
@@ -373,8 +374,8 @@ def _port(job: dict, jk: JobKind, rtype: str) -> int | None:
 
 
 def _is_master_role(jk: JobKind, specs: dict, rtype: str, index: int) -> bool:
-    if jk.kind == "PyTorchJob":
-        return rtype == "Master"
+    if jk.kind == "PyTorchJob":  # without a Master, worker 0 is (pytorchjob_controller.go IsMasterRole)
+        return rtype == "Master" if "Master" in specs else (rtype == "Worker" and index == 0)
     if jk.kind == "MPIJob":
         return rtype == "Launcher"
     if "Chief" in specs or "Master" in specs:  # TFJob
@@ -493,6 +494,8 @@ def _pod(job: dict, jk: JobKind, rtype: str, index: int | None, template: dict, 
     if _is_master_role(jk, job["spec"][jk.replicas_field], rtype, index or 0):
         labels[JOB_ROLE_LABEL] = "master"
     metadata: dict[str, Any] = {"name": name, "namespace": _namespace(job), "labels": labels}
+    # the job as the pod's controller (pkg/controller.v1/common/pod.go createNewPod, GenOwnerReference)
+    metadata["ownerReferences"] = [owner("kubeflow.org/v1", jk.kind, _name(job), _namespace(job))]
     if tmeta.get("annotations"):
         metadata["annotations"] = dict(tmeta["annotations"])
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": tree_copy(template.get("spec") or {})}
@@ -581,6 +584,12 @@ def _mpi_launcher(job: dict, jk: JobKind, launcher: dict) -> dict:
     env = [("OMPI_MCA_plm_rsh_agent", "/etc/mpi/kubexec.sh"), ("OMPI_MCA_orte_default_hostfile", "/etc/mpi/hostfile")]
     if not _asks_for_gpu(launcher):
         env += [("NVIDIA_VISIBLE_DEVICES", ""), ("NVIDIA_DRIVER_CAPABILITIES", "")]
+    # Intel MPI's bootstrap, unless the job sets it (mpijob_controller.go, hasIntelMPIBootstrapValues)
+    given = {e.get("name") for e in first.get("env") or [] if isinstance(e, dict)}
+    if "I_MPI_HYDRA_BOOTSTRAP" not in given:
+        env.append(("I_MPI_HYDRA_BOOTSTRAP", "rsh"))
+    if "I_MPI_HYDRA_BOOTSTRAP_EXEC" not in given:
+        env.append(("I_MPI_HYDRA_BOOTSTRAP_EXEC", "/etc/mpi/kubexec.sh"))
     _env(first, env)
     first.setdefault("volumeMounts", []).extend(
         [{"name": "mpi-job-kubectl", "mountPath": "/opt/kube"}, {"name": MPI_CONFIG_VOLUME, "mountPath": "/etc/mpi"}]

@@ -66,8 +66,14 @@ def test_kueue_admits_into_the_flavor_and_gates_the_pods(queues, runtime):
     (rj,) = admission.patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
     pod = rj["template"]["spec"]["template"]
     assert admission.patch["manager"] == "kueue.x-k8s.io/manager"
-    assert pod["metadata"] == {"annotations": {"kueue.x-k8s.io/workload": admission.workload},
-                               "labels": {"kueue.x-k8s.io/podset": "node"}}  # fmt: skip
+    # the labels of the queues that admitted it (what Kueue v0.19.2 writes in the runtime patch; the
+    # cluster tier's test_expansion compares with the real one)
+    labels = {
+        "kueue.x-k8s.io/podset": "node",
+        "kueue.x-k8s.io/local-queue-name": "training",
+        "kueue.x-k8s.io/cluster-queue-name": "trainyard",
+    }
+    assert pod["metadata"] == {"annotations": {"kueue.x-k8s.io/workload": admission.workload}, "labels": labels}
     assert pod["spec"] == {"nodeSelector": {"nvidia.com/gpu.present": "true"},
                            "schedulingGates": [{"name": "kueue.x-k8s.io/topology"}]}  # fmt: skip
     # the patch merged into the runtime reaches every pod

@@ -77,9 +77,11 @@ def test_llama_finetune_is_elastic(report):
         "PET_NNODES": "2:4",
         "PET_MAX_RESTARTS": "10",
     }
-    # no Master: no MASTER_ADDR/RANK, no init container, no master role
+    # no Master: no MASTER_ADDR/RANK, no init container; worker 0 takes the master role
+    # (training-operator@v1.9.4:pkg/controller.v1/pytorch/pytorchjob_controller.go IsMasterRole)
     assert all("initContainers" not in p["spec"] for p in pods)
-    assert all("training.kubeflow.org/job-role" not in p["metadata"]["labels"] for p in pods)
+    roles = [p["metadata"]["labels"].get("training.kubeflow.org/job-role") for p in pods]
+    assert roles == ["master"] + [None] * (len(pods) - 1)
 
 
 def test_elastic_defaults_and_rendezvous_options():
