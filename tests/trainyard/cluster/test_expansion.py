@@ -12,15 +12,18 @@ from __future__ import annotations
 import contextlib
 import copy
 import re
+import shutil
 import threading
 import time
 
 import jsonpatch
 import pytest
+import yaml
 
+from tests.trainyard.repo.conftest import COPIED
 from trainyard.cluster.client import ApiError, Kube
-from trainyard.repo.jobs import preview
-from trainyard.repo.model import declared
+from trainyard.repo.jobs import newjob, preview
+from trainyard.repo.model import declared, kustomize, repository
 from trainyard.sandbox.kubelet import Kubelet
 from trainyard.sandbox.localpods import LocalCluster
 
@@ -158,34 +161,127 @@ def _without_quota(kube: Kube, namespace: str):
             kube.create({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": meta, "spec": quota["spec"]})
 
 
+def _compare(kube: Kube, jp: preview.JobPreview, topology_labels: bool) -> list[str]:
+    """How the controllers' pods of ``jp``'s job differ from the preview's (none: [])."""
+    problems = []
+    namespace = jp.job.namespace or "default"
+    predicted = [p.before for p in jp.pods]
+    assert predicted, f"{jp.job.describe()}: the preview predicts no pods ({jp.refused})"
+    real = _job_pods(kube, namespace, jp.job.name, len(predicted))
+    if len(real) != len(predicted):
+        return [f"{jp.job.describe()}: {len(real)} pods made, {len(predicted)} predicted"]
+    for want, got in zip(sorted(predicted, key=_key), sorted(real, key=_key), strict=True):
+        try:
+            with _without_quota(kube, namespace):
+                expected = _as_created(kube, want, namespace)
+        except ApiError as exc:
+            problems.append(f"{jp.job.describe()}: the predicted pod is refused: {exc}")
+            continue
+        bound = bool(got["spec"].get("nodeName")) and topology_labels
+        differences = _diff(_comparable(expected, bound), _comparable(got, bound))
+        if differences:
+            listed = "\n    ".join(differences)
+            problems.append(f"{jp.job.describe()} pod {got['metadata']['name']} (predicted -> made):\n    {listed}")
+    return problems
+
+
+def _binding_labels(facts) -> bool:
+    return tuple(map(int, facts.spec.kubernetes_version.split("."))) >= (1, 35)
+
+
 @pytest.mark.parametrize("cluster", ["dev", "prod-roce", "prod-ib"])
 def test_the_offline_expansion_makes_the_pods_the_controllers_make(clusters, nodes, cluster):
     repo = clusters.repo
     folders = sorted(p for p in (repo.root / "overlays" / cluster / "jobs").iterdir() if p.is_dir())
     assert folders
+    topology_labels = _binding_labels(declared.load(repo, cluster))
     problems: list[str] = []
-    facts = declared.load(repo, cluster)
-    topology_labels = tuple(map(int, facts.spec.kubernetes_version.split("."))) >= (1, 35)
     with clusters.kube(cluster) as kube:
         for folder in folders:
             for jp in preview.preview_path(repo, folder):
-                namespace = jp.job.namespace or "default"
-                predicted = [p.before for p in jp.pods]
-                real = _job_pods(kube, namespace, jp.job.name, len(predicted))
-                if len(real) != len(predicted):
-                    problems.append(f"{jp.job.describe()}: {len(real)} pods made, {len(predicted)} predicted")
-                    continue
-                for want, got in zip(sorted(predicted, key=_key), sorted(real, key=_key), strict=True):
-                    try:
-                        with _without_quota(kube, namespace):
-                            expected = _as_created(kube, want, namespace)
-                    except ApiError as exc:
-                        problems.append(f"{jp.job.describe()}: the predicted pod is refused: {exc}")
-                        continue
-                    bound = bool(got["spec"].get("nodeName")) and topology_labels
-                    differences = _diff(_comparable(expected, bound), _comparable(got, bound))
-                    if differences:
-                        name = got["metadata"]["name"]
-                        listed = "\n    ".join(differences)
-                        problems.append(f"{jp.job.describe()} pod {name} (predicted -> made):\n    {listed}")
+                problems += _compare(kube, jp, topology_labels)
+    assert not problems, "\n".join(problems)
+
+
+# Jobs as `trainyard new-job` writes them, covering what a user sets: each kind, nodes, GPUs,
+# elastic workers, the trainer's arguments; then by hand what new-job does not write.
+GENERATED = [
+    newjob.JobRequest("gen-train-1x1", "prod-ib", "trainjob", nodes=1, gpus=1, trainer_args=["--max-steps", "5"]),
+    newjob.JobRequest("gen-train-3x8", "prod-ib", "trainjob", nodes=3, gpus=8, cpu=32, memory_gi=256),
+    newjob.JobRequest("gen-pytorch", "prod-ib", "pytorch", nodes=3, gpus=4),
+    newjob.JobRequest("gen-elastic", "prod-ib", "pytorch", nodes=2, gpus=8, elastic=(2, 4)),
+    newjob.JobRequest("gen-tf", "prod-ib", "tf", nodes=2, gpus=2),
+    newjob.JobRequest("gen-mpi", "prod-ib", "mpi", nodes=2, gpus=8),
+]
+# the fields new-job leaves to the user, set on a TrainJob: processes per node, a runtime patch
+# of their own (a label and a toleration on the pods), no queue (Kueue then leaves it alone)
+PATCHED = {
+    "numProcPerNode": 2,
+    "runtimePatches": [
+        {
+            "manager": "example.com/team-a",
+            "trainingRuntimeSpec": {
+                "template": {
+                    "spec": {
+                        "replicatedJobs": [
+                            {
+                                "name": "node",
+                                "template": {
+                                    "spec": {
+                                        "template": {
+                                            "metadata": {"labels": {"team": "a"}},
+                                            "spec": {
+                                                "tolerations": [
+                                                    {"key": "team-a", "operator": "Exists", "effect": "NoSchedule"}
+                                                ]
+                                            },
+                                        }
+                                    }
+                                },
+                            }
+                        ]
+                    }
+                }
+            },
+        }
+    ],
+}
+
+
+def test_generated_jobs_become_the_pods_the_offline_expansion_predicts(clusters, nodes, tmp_path):
+    for name in COPIED:
+        shutil.copytree(clusters.repo.root / name, tmp_path / name)
+    copy_repo = repository.load(tmp_path)
+    previews: list[preview.JobPreview] = []
+    for req in GENERATED:
+        written = newjob.create(copy_repo, copy.deepcopy(req))
+        previews += preview.preview_path(copy_repo, written[0].parent)
+    # the hand-set fields, on a copy of the first TrainJob under a name of its own
+    base = next(jp.job.doc for jp in previews if jp.job.kind == "TrainJob")
+    for name, queued in (("gen-train-patched", True), ("gen-train-unqueued", False)):
+        doc = copy.deepcopy(base)
+        doc["metadata"]["name"] = name
+        doc["spec"]["trainer"]["numProcPerNode"] = PATCHED["numProcPerNode"]
+        doc["spec"]["runtimePatches"] = copy.deepcopy(PATCHED["runtimePatches"])
+        if not queued:
+            doc["metadata"]["labels"].pop("kueue.x-k8s.io/queue-name", None)
+        folder = tmp_path / "overlays" / "prod-ib" / "jobs" / name
+        folder.mkdir()
+        (folder / "kustomization.yaml").write_text("resources:\n  - job.yaml\n")
+        (folder / "job.yaml").write_text(yaml.safe_dump(doc))
+        previews += preview.preview_path(repository.load(tmp_path), folder)
+    assert {jp.job.kind for jp in previews} == {"TrainJob", "PyTorchJob", "TFJob", "MPIJob"}
+    created = []
+    problems: list[str] = []
+    with clusters.kube("prod-ib") as kube:
+        try:
+            for jp in previews:
+                for r in kustomize.build(copy_repo, tmp_path / "overlays" / "prod-ib" / "jobs" / jp.job.name):
+                    kube.create(r.doc)
+                    created.append(r.doc)
+            for jp in previews:
+                problems += _compare(kube, jp, _binding_labels(declared.load(copy_repo, "prod-ib")))
+        finally:
+            for doc in reversed(created):
+                kube.delete(doc)
     assert not problems, "\n".join(problems)
