@@ -12,6 +12,7 @@ from cryptography import x509
 from trainyard.cluster import controllers, crds
 from trainyard.cluster.client import ApiError
 from trainyard.cluster.components import KUBE_MODULE, TARGETS
+from trainyard.repo.upstream import training_operator
 
 NAMESPACE = "trainyard-test-controllers"
 
@@ -141,3 +142,41 @@ def test_kueue_converts_its_objects_through_its_conversion_webhook_on_loopback(c
         assert served, "no second served version to convert to"
         got = kube.get(f"/apis/kueue.x-k8s.io/{served[0]}/clusterqueues")["items"]
         assert got and all(q["apiVersion"] == f"kueue.x-k8s.io/{served[0]}" for q in got)
+
+
+def _pytorchjob(specs: dict) -> dict:
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "refused", "namespace": NAMESPACE},
+        "spec": {"pytorchReplicaSpecs": specs},
+    }
+
+
+TRAINER = {"name": "pytorch", "image": "registry.example.com/ml/trainer:0.1.0"}
+ONE_MASTER = {"replicas": 1, "template": {"spec": {"containers": [TRAINER]}}}
+REFUSED = {
+    "two masters": {"Master": {**ONE_MASTER, "replicas": 2}},
+    "no pytorch container": {
+        "Master": {**ONE_MASTER, "template": {"spec": {"containers": [{**TRAINER, "name": "x"}]}}}
+    },
+    "no image": {"Master": {**ONE_MASTER, "template": {"spec": {"containers": [{"name": "pytorch"}]}}}},
+    "no worker": {"Master": ONE_MASTER, "Worker": {**ONE_MASTER, "replicas": 0}},
+}
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_what_the_operator_refuses_validate_refuses_with_its_message(clusters, case):
+    """``trainyard validate`` (training_operator.admission_problems) names the field the
+    operator's webhook names, with the webhook's message (and a hint after it)."""
+    doc = _pytorchjob(REFUSED[case])
+    with clusters.kube("dev") as kube:
+        _namespace(kube)
+        message = _refused(kube, doc)
+    prefix = 'admission webhook "validator.pytorchjob.training-operator.kubeflow.org" denied the request: '
+    assert message.startswith(prefix), message
+    field_path, said = message[len(prefix) :].split(": ", 1)
+    dotted = re.sub(r"\[([A-Z]\w*)\]", r".\1", field_path)  # spec.pytorchReplicaSpecs[Master] -> .Master
+    offline = training_operator.admission_problems(doc)
+    assert any(p.startswith(f"{dotted}: {said}") for p in offline), (message, offline)

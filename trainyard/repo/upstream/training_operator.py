@@ -181,7 +181,10 @@ def _camel(specs: dict[str, Any], jk: JobKind) -> dict[str, Any]:
 
 
 def admission_problems(doc: dict) -> list[str]:
-    """What the operator's webhook (or MPIJob validation) would refuse, as 'field: message'."""
+    """What the operator's webhook (or MPIJob validation) would refuse, as 'field: message'. Where
+    the webhook has a message of its own, it is the webhook's (pkg/webhooks/*/..._webhook.go, in
+    k8s.io/apimachinery's field.Error form: 'Forbidden: must be 1'), its field path written with
+    dots (``spec.pytorchReplicaSpecs.Master``, the webhook's ``[Master]``) and a hint after it."""
     jk = job_kind(doc)
     problems = [p for p in (name_problem(_name(doc)),) if p]
     spec = doc.get("spec")
@@ -236,14 +239,14 @@ def _replica_problems(jk: JobKind, rpath: str, rtype: str, rspec: object) -> lis
         if not isinstance(c, dict):
             continue
         if not c.get("image"):
-            problems.append(f"{cpath}[{i}].image: required")
+            problems.append(f"{cpath}[{i}].image: Required value: must be required")
         if not c.get("name"):
             problems.append(f"{cpath}[{i}].name: required")
         names.append(c.get("name"))
     if jk.container and jk.container not in names:
         problems.append(
-            f"{cpath}: must have a container named {jk.container!r} (found {', '.join(map(str, names))}); "
-            f"the Training Operator runs and configures the {jk.container!r} container"
+            f"{cpath}: Required value: must have at least one container with name {jk.container} "
+            f"(found {', '.join(map(str, names))}; the Training Operator runs and configures that one)"
         )
     return problems
 
@@ -255,13 +258,13 @@ def _kind_rules(doc: dict, jk: JobKind, raw: dict, path: str) -> list[str]:
         master = raw.get("Master")
         if isinstance(master, dict) and master.get("replicas") != 1:
             out.append(
-                f"{path}.Master.replicas: must be 1 (a PyTorchJob has exactly one Master), "
-                f"not {master.get('replicas')!r}"
+                f"{path}.Master.replicas: Forbidden: must be 1 (a PyTorchJob has exactly one Master; "
+                f"not {master.get('replicas')!r})"
             )
         for rtype, rspec in raw.items():
             replicas = rspec.get("replicas") if isinstance(rspec, dict) else None
             if rtype != "Master" and isinstance(replicas, int) and replicas < 1:
-                out.append(f"{path}.{rtype}.replicas: must be at least 1")
+                out.append(f"{path}.{rtype}.replicas: Forbidden: must be at least 1")
         elastic = spec.get("elasticPolicy")
         if elastic is not None:
             if not isinstance(elastic, dict):

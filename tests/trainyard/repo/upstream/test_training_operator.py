@@ -157,15 +157,18 @@ def test_tfjob_tf_config():
     assert "env" not in training_operator.expand_job(_tfjob({"Worker": 1}))[0]["spec"]["containers"][0]
 
 
+MASTER_REPLICAS = "Master.replicas: Forbidden: must be 1"
+
+
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
         (lambda j: j["metadata"].update(name="Mnist_DDP"), "must be a DNS-1035 label"),
-        (lambda j: j["spec"]["pytorchReplicaSpecs"]["Master"].update(replicas=2), "Master.replicas: must be 1"),
-        (lambda j: j["spec"]["pytorchReplicaSpecs"]["Master"].pop("replicas"), "Master.replicas: must be 1"),
+        (lambda j: j["spec"]["pytorchReplicaSpecs"]["Master"].update(replicas=2), MASTER_REPLICAS),
+        (lambda j: j["spec"]["pytorchReplicaSpecs"]["Master"].pop("replicas"), MASTER_REPLICAS),
         (
             lambda j: j["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0].update(name="x"),
-            "must have a container named 'pytorch'",
+            "Required value: must have at least one container with name pytorch",
         ),
         (lambda j: j["spec"]["pytorchReplicaSpecs"].update(Launcher={}), "unsupported replica type"),
         (  # the webhook sees the object before any defaulting: replica types are case-sensitive
@@ -178,12 +181,12 @@ def test_tfjob_tf_config():
         (lambda j: j["metadata"].update(name="x" * 60), "at most 63"),
         (
             lambda j: j["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0].pop("image"),
-            "image: required",
+            "image: Required value: must be required",
         ),
         # new in v1.9 (pkg/webhooks/pytorch/pytorchjob_webhook.go, pkg/common/util/webhooks.go)
         (
             lambda j: j["spec"]["pytorchReplicaSpecs"]["Worker"].update(replicas=0),
-            "Worker.replicas: must be at least 1",
+            "Worker.replicas: Forbidden: must be at least 1",
         ),
         (lambda j: j["spec"]["runPolicy"].update(managedBy="example.com/mine"), "managedBy: 'example.com/mine' is not"),
     ],

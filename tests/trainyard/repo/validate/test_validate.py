@@ -87,7 +87,8 @@ def test_wrong_container_name(repo_copy):
         "- op: replace\n  path: /spec/pytorchReplicaSpecs/Worker/template/spec/containers/0/name\n  value: trainer\n"
         "- op: replace\n  path: /spec/nprocPerNode",
     )
-    _assert_one(_validate(repo_copy), MNIST, "Worker.template.spec.containers", "container named 'pytorch'")
+    containers = "Worker.template.spec.containers"
+    _assert_one(_validate(repo_copy), MNIST, containers, "at least one container with name pytorch")
 
 
 def test_two_masters(repo_copy):
@@ -98,7 +99,7 @@ def test_two_masters(repo_copy):
         "- op: replace\n  path: /spec/pytorchReplicaSpecs/Master/replicas\n  value: 2\n"
         "- op: replace\n  path: /spec/nprocPerNode",
     )
-    _assert_one(_validate(repo_copy), MNIST, "Master.replicas: must be 1")
+    _assert_one(_validate(repo_copy), MNIST, "Master.replicas: Forbidden: must be 1")
 
 
 def test_duplicate_job_names(repo_copy):
