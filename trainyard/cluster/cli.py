@@ -14,20 +14,22 @@ def register(add_parser: AddParser) -> None:
         "cluster",
         help="a local Kubernetes control plane with a cluster of this repository synced into it",
         description="Kubernetes built from its Go modules (kube/go.mod) and run on 127.0.0.1: etcd, "
-        "kube-apiserver emulating the cluster's declared version, kube-controller-manager, the cluster's "
-        "admission (the fabric webhook or the MutatingAdmissionPolicies), and the repository applied as "
-        "Argo CD would. The first run builds the components (minutes, progress shown); later runs start "
-        "in seconds.",
+        "kube-apiserver, kube-controller-manager and kube-scheduler emulating the cluster's declared version, "
+        "the cluster's admission (the fabric webhook or the MutatingAdmissionPolicies), the upstream "
+        "controllers (Kueue, JobSet, Kubeflow Trainer, the training operator; kube/controllers/go.mod), and "
+        "the repository applied as Argo CD would. The first run builds the components (minutes, progress "
+        "shown); later runs start in seconds.",
     )
     sub = p.add_subparsers(dest="cluster_command", metavar="COMMAND", required=True)
 
     u = sub.add_parser(
         "up",
         help="start a cluster in DIR and sync the repository into it",
-        description="Start etcd, kube-apiserver and kube-controller-manager in DIR, start and register the "
-        "cluster's fabric webhook (or apply its MutatingAdmissionPolicies), apply the cluster's rendered "
-        "output, write DIR/kubeconfig and return once ready. The processes keep running until "
-        "`trainyard cluster down --dir DIR`.",
+        description="Start etcd, kube-apiserver, kube-controller-manager and kube-scheduler in DIR, start and "
+        "register the cluster's fabric webhook (or apply its MutatingAdmissionPolicies), apply the cluster's "
+        "rendered output as Argo CD would, installing and starting each upstream controller from its release "
+        "when its wave comes (root needed: each runs in a mount namespace of its own), write DIR/kubeconfig "
+        "and return once ready. The processes keep running until `trainyard cluster down --dir DIR`.",
     )
     u.add_argument("--cluster", default="dev", help="cluster of clusters/ to run (default dev)")
     u.add_argument("--dir", required=True, type=Path, help="folder for the cluster's state, PKI, data and logs")
@@ -36,6 +38,11 @@ def register(add_parser: AddParser) -> None:
         type=bounded_int(1, 65535, "a port number"),
         default=0,
         help="kube-apiserver's port on 127.0.0.1 (default: a free one)",
+    )
+    u.add_argument(
+        "--no-controllers",
+        action="store_true",
+        help="do not run the upstream controllers (their CRDs are still installed; no root needed)",
     )
     u.set_defaults(func=_up)
 
@@ -51,7 +58,9 @@ def register(add_parser: AddParser) -> None:
         "build",
         help="build the pinned Kubernetes components (done on first use by the other commands)",
         description="Build kube (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl) and "
-        "kustomize from kube/go.mod, cached by content; with --into, link the named ones into a folder.",
+        "kustomize from kube/go.mod and the controllers (kueue, jobset, trainer-controller-manager, "
+        "training-operator.v1) from kube/controllers/go.mod, cached by content; with --into, link the named "
+        "ones into a folder.",
     )
     b.add_argument("names", nargs="*", help="components to link with --into (default: kustomize kubectl)")
     b.add_argument("--into", type=Path, help="folder to put links in (make uses .venv/bin)")
@@ -66,7 +75,9 @@ def _up(args: argparse.Namespace) -> int:
     from trainyard.cluster.up import up
     from trainyard.repo.model.repository import load
 
-    started = up(load(), args.cluster, args.dir, port=args.port, progress=_say)
+    started = up(
+        load(), args.cluster, args.dir, port=args.port, run_controllers=not args.no_controllers, progress=_say
+    )
     folder = started.folder
     for note in started.state.notes:
         _say(note)

@@ -358,6 +358,11 @@ def start_install(
     """Apply ``install``'s release objects (webhooks rewritten to loopback) and start its controllers."""
     if shutil.which("unshare") is None:
         raise ControllerError("the 'unshare' command (util-linux) is needed to run the upstream controllers")
+    if os.geteuid() != 0:
+        raise ControllerError(
+            "the upstream controllers run in mount namespaces of their own, which needs root; run as root, "
+            "or `trainyard cluster up --no-controllers` for the control plane and admission alone"
+        )
     work = folder / "controllers" / install.app
     docs = manifests(install, work / "kustomize", progress)
     deployments = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Deployment"}
