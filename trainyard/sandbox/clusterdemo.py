@@ -36,6 +36,7 @@ from pathlib import Path
 
 from trainyard.cluster import controlplane, up
 from trainyard.cluster.client import ApiError, Kube
+from trainyard.cluster.processes import Daemon
 from trainyard.contract import reports
 from trainyard.contract.errors import UserError
 from trainyard.contract.names import NETWORKS_ANNOTATION, SHM_PATH, TRAINER_REPOSITORY
@@ -216,7 +217,7 @@ def run(args: argparse.Namespace) -> Outcome:
         namespace = _job_namespace(render, job)
         watcher = Watcher(kube, namespace, cm)
         say(f"[4/{STEPS}] the control plane at work on {namespace}/{job} (what kube-apiserver holds, as it changes)")
-        _follow(kubelet, watcher, kube, namespace, job, outcome, args, deadline)
+        _follow(kubelet, watcher, kube, namespace, job, outcome, args, deadline, started.state.daemons)
         outcome.seconds = time.monotonic() - t0
         say(f"[{STEPS}/{STEPS}] stopping: pods, controllers, the control plane; namespaces and bridges removed")
     return outcome
@@ -230,8 +231,17 @@ def _job_namespace(render, job: str) -> str:
     raise UserError(f"no job {job!r} in cluster {render.cluster}'s Applications")
 
 
+def _check_alive(daemons: list[Daemon]) -> None:
+    """A control-plane process or controller that died ends the demo, saying which and why: nothing
+    here restarts it as a Deployment's kubelet would."""
+    for d in daemons:
+        if not d.alive():
+            tail = "\n".join(d.log_tail(2000).splitlines()[-8:])
+            raise UserError(f"{d.name} (pid {d.pid}) exited while the job ran; the end of {d.log}:\n{tail}")
+
+
 def _follow(kubelet: Kubelet, watcher: Watcher, kube: Kube, namespace: str, job: str, outcome: Outcome,
-            args: argparse.Namespace, deadline: float) -> None:  # fmt: skip
+            args: argparse.Namespace, deadline: float, daemons: list[Daemon]) -> None:  # fmt: skip
     """Steps 4 to 6: until the job and the namespace's other jobs have ended."""
     log: RunLogFollower | None = None
     training_said = shown_fabric = False
@@ -241,6 +251,7 @@ def _follow(kubelet: Kubelet, watcher: Watcher, kube: Kube, namespace: str, job:
             raise UserError(
                 f"the job did not finish within {args.timeout:g} s; the logs are in {kubelet.cluster.workdir}"
             )
+        _check_alive(daemons)
         for line in kubelet.step(0.3):
             say(f"      kubelet: {line}")
         for line in watcher.lines():

@@ -109,14 +109,20 @@ def _comparable(pod: dict) -> dict:
 def as_sent(kube: Kube, pod: dict, namespace: str) -> dict:
     """``pod`` as kube-apiserver hands it to the mutating admission of ``namespace``."""
     _accounts(kube, pod, PLAIN, INJECTED)
-    body = _in(pod, PLAIN)
-    # Kueue's pod webhook looks up a pod's owning Job in the pod's namespace (a Job's pod exists
-    # only once its Job does); the Job is not in PLAIN, and an owner reference is never defaulted
-    owners = body["metadata"].pop("ownerReferences", None)
-    sent = kube.create(body, dry_run=True)
-    if owners:
-        sent["metadata"]["ownerReferences"] = owners
+    sent = _plain_dry_run(kube, pod)
     return _in(sent, namespace) | {"status": sent.get("status", {})}
+
+
+def _plain_dry_run(kube: Kube, pod: dict) -> dict:
+    """``pod`` created as a dry run in PLAIN. Kueue's pod webhook looks a pod's owning job up in the
+    pod's namespace (a job's pod exists only once its job does), and the job is not in PLAIN; an
+    owner reference is never defaulted, so it is left out there and put back."""
+    body = _in(pod, PLAIN)
+    owners = body["metadata"].pop("ownerReferences", None)
+    created = kube.create(body, dry_run=True)
+    if owners:
+        created["metadata"]["ownerReferences"] = owners
+    return created
 
 
 def engine_answer(kube: Kube, pod: dict, policies: PolicySet, default: str, namespace: str) -> dict | None:
@@ -127,7 +133,7 @@ def engine_answer(kube: Kube, pod: dict, policies: PolicySet, default: str, name
         return None
     ops = decision.mutation.ops if decision.action == "mutate" and decision.mutation else []
     mutated = jsonpatch.apply_patch(sent, ops)
-    return kube.create(_in(mutated, PLAIN), dry_run=True)
+    return _plain_dry_run(kube, mutated)
 
 
 def _owners_exist(kube: Kube, pod: dict, namespace: str, timeout: float = 60.0) -> None:
@@ -135,15 +141,26 @@ def _owners_exist(kube: Kube, pod: dict, namespace: str, timeout: float = 60.0) 
     and in a cluster the Job controller makes a pod only once its Job exists (JobSet makes the Job
     a moment after the TrainJob's sync)."""
     for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
-        if ref.get("kind") != "Job":
-            continue
-        path = f"/apis/batch/v1/namespaces/{namespace}/jobs/{ref['name']}"
+        group_version = ref.get("apiVersion", "")
+        base = f"/apis/{group_version}" if "/" in group_version else f"/api/{group_version}"
+        path = f"{base}/namespaces/{namespace}/{ref['kind'].lower()}s/{ref['name']}"
         wait_for(lambda p=path: kube.http.get(p).status_code == 200, timeout=timeout, what=path, interval=0.2)
 
 
 def stored(kube: Kube, pod: dict, namespace: str = INJECTED, headers: dict | None = None) -> dict:
-    _owners_exist(kube, pod, namespace)
-    return kube.create(_in(pod, namespace), dry_run=True, headers=headers)
+    """``pod`` as kube-apiserver stores it in ``namespace`` (a dry run). In its job's namespace its
+    owners must exist first; elsewhere they cannot (the job is not there), so the owner references
+    are left out for Kueue's pod webhook and put back, as for PLAIN."""
+    body = _in(pod, namespace)
+    owners = None
+    if namespace == (pod.get("metadata") or {}).get("namespace"):
+        _owners_exist(kube, pod, namespace)
+    else:
+        owners = body["metadata"].pop("ownerReferences", None)
+    created = kube.create(body, dry_run=True, headers=headers)
+    if owners:
+        created["metadata"]["ownerReferences"] = owners
+    return created
 
 
 def _diff(a: dict, b: dict) -> str:

@@ -4,6 +4,7 @@ ServiceAccounts, with their webhooks answering kube-apiserver on loopback."""
 from __future__ import annotations
 
 import base64
+import copy
 import re
 
 import pytest
@@ -12,6 +13,7 @@ from cryptography import x509
 from trainyard.cluster import controllers, crds
 from trainyard.cluster.client import ApiError
 from trainyard.cluster.components import KUBE_MODULE, TARGETS
+from trainyard.cluster.processes import free_port, wait_for
 from trainyard.repo.upstream import training_operator
 
 NAMESPACE = "trainyard-test-controllers"
@@ -180,3 +182,48 @@ def test_what_the_operator_refuses_validate_refuses_with_its_message(clusters, c
     dotted = re.sub(r"\[([A-Z]\w*)\]", r".\1", field_path)  # spec.pytorchReplicaSpecs[Master] -> .Master
     offline = training_operator.admission_problems(doc)
     assert any(p.startswith(f"{dotted}: {said}") for p in offline), (message, offline)
+
+
+@pytest.mark.cluster
+def test_a_controller_whose_webhook_is_down_stops_its_objects_until_it_answers(clusters):
+    """Trainer's webhooks fail closed (failurePolicy Fail, as its release registers them): while
+    nothing answers at its webhook's address (its controller down, as kube-apiserver sees it),
+    kube-apiserver refuses a TrainJob naming the webhook it could not call; once the webhook
+    answers again, the same TrainJob is accepted. The controller itself is left running: a stopped
+    one would lose its leader election and exit, as it does in a cluster."""
+    path = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/defaulter.trainer.kubeflow.org"
+    job = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "while-down", "namespace": NAMESPACE},
+        "spec": {"runtimeRef": {"name": "trainyard-tcp"}},
+    }
+    with clusters.kube("dev") as kube:
+        _namespace(kube)
+        config = kube.get(path)
+        urls = [hook["clientConfig"]["url"] for hook in config["webhooks"]]
+        closed = free_port()  # nothing listens there
+        down = copy.deepcopy(config)
+        for hook in down["webhooks"]:
+            hook["clientConfig"]["url"] = re.sub(r":\d+/", f":{closed}/", hook["clientConfig"]["url"])
+        kube.request("PUT", path, json=down)
+        try:
+            with pytest.raises(ApiError) as refused:
+                kube.create(job, dry_run=True)
+        finally:
+            config = kube.get(path)
+            for hook, url in zip(config["webhooks"], urls, strict=True):
+                hook["clientConfig"]["url"] = url
+            kube.request("PUT", path, json=config)
+        message = refused.value.message
+        assert 'failed calling webhook "defaulter.trainjob.trainer.kubeflow.org"' in message, message
+        assert "connection refused" in message
+        accepted = wait_for(lambda: _accepted(kube, job), timeout=15, what="the TrainJob accepted again")
+        assert accepted["metadata"]["name"] == "while-down"
+
+
+def _accepted(kube, job: dict) -> dict | None:
+    try:
+        return kube.create(job, dry_run=True)
+    except ApiError:
+        return None  # kube-apiserver's informer has not seen the restored configuration yet
