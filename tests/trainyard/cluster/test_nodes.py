@@ -39,7 +39,15 @@ def test_a_node_whose_kubelet_stops_goes_not_ready_and_is_tainted(clusters, tmp_
             (name,) = kubelet.register()
             node = kube.get(f"/api/v1/nodes/{name}")
             ready = {c["type"]: c["status"] for c in node["status"]["conditions"]}["Ready"]
-            assert ready == "True" and not node["spec"].get("taints")
+            assert ready == "True"
+            # a new node carries node.kubernetes.io/not-ready until the lifecycle controller sees
+            # it Ready and lifts it, as for a kubelet's node (TaintNodesByCondition)
+            wait_for(
+                lambda: not kube.get(f"/api/v1/nodes/{name}")["spec"].get("taints"),
+                timeout=30,
+                what="the node untainted",
+                interval=0.5,
+            )
             lease = kube.get(f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}")
             assert lease["spec"]["holderIdentity"] == name and lease["spec"]["leaseDurationSeconds"] == 40
 
