@@ -75,9 +75,7 @@ def _up(args: argparse.Namespace) -> int:
     from trainyard.cluster.up import up
     from trainyard.repo.model.repository import load
 
-    started = up(
-        load(), args.cluster, args.dir, port=args.port, run_controllers=not args.no_controllers, progress=_say
-    )
+    started = up(load(), args.cluster, args.dir, port=args.port, run_controllers=not args.no_controllers, progress=_say)
     folder = started.folder
     for note in started.state.notes:
         _say(note)

@@ -12,6 +12,7 @@ container would run in a pod, with this machine as the kubelet:
   client-go's in-cluster config looks (``/var/run/secrets/kubernetes.io/serviceaccount``, with
   ``KUBERNETES_SERVICE_HOST``/``PORT`` naming kube-apiserver), so the release's own RBAC rules
   decide what it may do;
+- it is started again when it exits, with the kubelet's back-off (restartPolicy Always);
 - its volumes are there: the webhook Secret at ``/tmp/k8s-webhook-server/serving-certs`` and the
   token, each bind-mounted in a mount namespace of the controller's own (``unshare``), so that
   four controllers that all write that same path (their certificate rotators hard-code it:
@@ -340,12 +341,27 @@ def _token(kube: Kube, namespace: str, sa: str) -> str:
     return got["status"]["token"]
 
 
+RESTARTING = "trainyard: the controller exited"  # the wrapper's line in the log before each restart
+
+
 def _mount_wrapper(mounts: dict[str, Path], argv: list[str]) -> list[str]:
-    """``argv`` in a mount namespace of its own with each host folder bind-mounted at its path."""
+    """``argv`` in a mount namespace of its own with each host folder bind-mounted at its path,
+    started again whenever it exits, as the kubelet restarts a Deployment's container
+    (restartPolicy Always): after 10 s, doubling up to 5 minutes (the kubelet's CrashLoopBackOff,
+    k8s.io/kubernetes@v1.36.3:pkg/kubelet/kubelet.go MaxContainerBackOff). ``down`` stops the
+    whole process group, the loop with it."""
     script = ["set -e"]
     for i, target in enumerate(mounts):
         script.append(f'mkdir -p "{target}"; mount --bind "${{{i + 1}}}" "{target}"')
-    script.append(f'shift {len(mounts)}; exec "$@"')
+    script += [
+        f"shift {len(mounts)}",
+        "delay=10",
+        "while :; do",
+        '  status=0; "$@" || status=$?',
+        f'  echo "{RESTARTING} with status $status; restarting it in $delay s" >&2',
+        '  sleep "$delay"; delay=$((delay * 2)); if [ "$delay" -gt 300 ]; then delay=300; fi',
+        "done",
+    ]
     return [
         "unshare", "--mount", "--propagation", "private", "--",
         "sh", "-c", "\n".join(script), "sh", *[str(p) for p in mounts.values()], *argv,
@@ -494,6 +510,9 @@ def wait_ready(running: Running, timeout: float = 60.0) -> None:
     context = ssl.create_default_context(cadata=running.ca.decode())
 
     def ready() -> bool:
+        if RESTARTING in running.daemon.log_tail(20000):  # it exited before it was ready: say why now
+            tail = running.daemon.log_tail(3000).strip()
+            raise ControllerError(f"{running.controller.binary} exited while starting; the end of its log:\n{tail}")
         if httpx.get(health, timeout=1).status_code != 200:
             return False
         with httpx.Client(verify=context, timeout=1) as client:

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from trainyard.cluster import controlplane, up
 from trainyard.cluster.client import ApiError, Kube
+from trainyard.cluster.controllers import INSTALLS, RESTARTING
 from trainyard.cluster.processes import Daemon
 from trainyard.contract import reports
 from trainyard.contract.errors import UserError
@@ -48,6 +49,7 @@ from trainyard.sandbox.localpods import LocalCluster, LocalPod, isolation_availa
 from trainyard.sandbox.processes import descendants
 
 STEPS = 6
+CONTROLLERS = {c.binary for i in INSTALLS for c in i.controllers}
 JOB_KINDS = (
     ("trainer.kubeflow.org/v1alpha1", "TrainJob", "trainjobs"),
     ("kubeflow.org/v1", "PyTorchJob", "pytorchjobs"),
@@ -231,19 +233,25 @@ def _job_namespace(render, job: str) -> str:
     raise UserError(f"no job {job!r} in cluster {render.cluster}'s Applications")
 
 
-def _check_alive(daemons: list[Daemon]) -> None:
-    """A control-plane process or controller that died ends the demo, saying which and why: nothing
-    here restarts it as a Deployment's kubelet would."""
+def _check_alive(daemons: list[Daemon], restarts: dict[str, int]) -> None:
+    """Say when a controller exits (its wrapper restarts it, as its Deployment's kubelet would);
+    a control-plane process that dies ends the demo, saying which and why."""
     for d in daemons:
         if not d.alive():
             tail = "\n".join(d.log_tail(2000).splitlines()[-8:])
             raise UserError(f"{d.name} (pid {d.pid}) exited while the job ran; the end of {d.log}:\n{tail}")
+        if d.name in restarts:
+            lines = [line for line in d.log_tail(50000).splitlines() if line.startswith(RESTARTING)]
+            for line in lines[restarts[d.name] :]:
+                say(f"      control plane: {d.name}: {line.removeprefix('trainyard: ')}")
+            restarts[d.name] = max(restarts[d.name], len(lines))
 
 
 def _follow(kubelet: Kubelet, watcher: Watcher, kube: Kube, namespace: str, job: str, outcome: Outcome,
             args: argparse.Namespace, deadline: float, daemons: list[Daemon]) -> None:  # fmt: skip
     """Steps 4 to 6: until the job and the namespace's other jobs have ended."""
     log: RunLogFollower | None = None
+    restarts = {d.name: 0 for d in daemons if d.name in CONTROLLERS}
     training_said = shown_fabric = False
     max_steps = 0
     while True:
@@ -251,7 +259,7 @@ def _follow(kubelet: Kubelet, watcher: Watcher, kube: Kube, namespace: str, job:
             raise UserError(
                 f"the job did not finish within {args.timeout:g} s; the logs are in {kubelet.cluster.workdir}"
             )
-        _check_alive(daemons)
+        _check_alive(daemons, restarts)
         for line in kubelet.step(0.3):
             say(f"      kubelet: {line}")
         for line in watcher.lines():
