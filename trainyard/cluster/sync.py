@@ -34,6 +34,7 @@ from trainyard.repo.upstream import argocd
 
 SSA_MANAGER = "argocd-controller"
 WEBHOOK_KINDS = frozenset({"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"})
+JOB_KINDS = frozenset({"TrainJob", "PyTorchJob", "TFJob", "MPIJob"})
 
 Progress = Callable[[str], None]
 # The trainyard MutatingWebhookConfiguration, rewritten to reach the local webhook; None: dry run
@@ -240,11 +241,13 @@ def sync(
     bootstrap_crds: list[dict],
     rewrite: Rewrite | None = None,
     upstream_app: Callable[[str], str | None] | None = None,
+    before_jobs: Callable[[], None] | None = None,
     progress: Progress = print,
 ) -> Report:
     """Apply ``render`` as Argo CD would; refusals are collected, not raised. ``upstream_app``
     installs and starts an upstream Application's release (by name) when its wave comes, and says
-    what it did; None where nothing runs it here."""
+    what it did; None where nothing runs it here. ``before_jobs`` runs once before the first
+    Application that holds a job."""
     s = Syncer(kube, repo_root, progress)
     # What the Argo CD install provides before `kubectl apply -k clusters/<cluster>`: its
     # namespace and its CRDs (Application, ApplicationSet, AppProject). The upstream releases'
@@ -269,6 +272,12 @@ def sync(
             continue
         if ar.self_reference:
             continue
+        if before_jobs is not None and any(r.kind in JOB_KINDS for r in ar.resources):
+            # once, before the first job: what creates pods is applied only once the admission
+            # that must see them is live (kube-apiserver takes a new webhook configuration or
+            # policy a moment after it is stored; a job's controller may create pods sooner)
+            before_jobs()
+            before_jobs = None
         options = _sync_options(ar.app)
         namespace = str(ar.app.destination.get("namespace") or "")
         if namespace and "CreateNamespace=true" in options:

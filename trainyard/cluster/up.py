@@ -74,7 +74,7 @@ def wait_admission_live(kube: Kube, image: str, progress: Progress, timeout: flo
             time.sleep(0.1)
     finally:
         kube.delete(namespace)
-    progress(f"admission live: a trainer pod gets its fabric ({time.monotonic() - t0:.1f} s after the sync)")
+    progress(f"admission live: a trainer pod gets its fabric ({time.monotonic() - t0:.1f} s after it was applied)")
 
 
 def _trainer_image(repo: Repository) -> str:
@@ -143,6 +143,12 @@ def up(
                 names = ", ".join(f"{r.controller.binary} (webhooks at {r.webhook_url})" for r in ran)
                 return f"started {names} in {time.monotonic() - t1:.1f} s"
 
+            live: list[bool] = []
+
+            def admission_live() -> None:
+                wait_admission_live(kube, _trainer_image(repo), progress)
+                live.append(True)
+
             report = sync.sync(
                 kube,
                 repo.root,
@@ -151,10 +157,11 @@ def up(
                 bootstrap_crds=crds.argocd(),
                 rewrite=hook.rewrite if hook else None,
                 upstream_app=upstream_app,
+                before_jobs=admission_live,
                 progress=progress,
             )
-            if not report.refusals:
-                wait_admission_live(kube, _trainer_image(repo), progress)
+            if not live and not report.refusals:  # no job was synced: up returns with admission live
+                admission_live()
         if report.refusals:
             listed = "\n".join(f"  {r}" for r in report.refusals)
             raise ClusterError(
