@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import base64
 import copy
+import os
 import re
+import signal
+from pathlib import Path
 
 import pytest
 from cryptography import x509
@@ -15,6 +18,7 @@ from trainyard.cluster.client import ApiError
 from trainyard.cluster.components import KUBE_MODULE, TARGETS
 from trainyard.cluster.processes import free_port, wait_for
 from trainyard.repo.upstream import training_operator
+from trainyard.sandbox.processes import descendants
 
 NAMESPACE = "trainyard-test-controllers"
 
@@ -227,3 +231,39 @@ def _accepted(kube, job: dict) -> dict | None:
         return kube.create(job, dry_run=True)
     except ApiError:
         return None  # kube-apiserver's informer has not seen the restored configuration yet
+
+
+@pytest.mark.cluster
+def test_a_controller_that_crashes_is_restarted_and_serves_again(clusters):
+    """As its Deployment's kubelet would (restartPolicy Always, back-off from 10 s): the JobSet
+    controller killed with SIGKILL runs again and its webhook answers."""
+    started = clusters["dev"]
+    daemon = next(d for d in started.state.daemons if d.name == "jobset")
+
+    def running() -> list[int]:
+        return [pid for pid in descendants({daemon.pid}) if _command(pid).endswith("/jobset")]
+
+    (first,) = running()
+    jobset = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "after-crash", "namespace": NAMESPACE},
+        "spec": {"replicatedJobs": [{"name": "w", "template": {"spec": {"template": {"spec": {
+            "containers": [TRAINER], "restartPolicy": "Never"}}}}}]},
+    }  # fmt: skip
+    with started.client() as kube:
+        _namespace(kube)
+        os.kill(first, signal.SIGKILL)
+        wait_for(lambda: controllers.RESTARTING in daemon.log_tail(20000), timeout=10, what="the exit seen")
+        again = wait_for(lambda: [p for p in running() if p != first], timeout=30, what="started again", interval=0.5)
+        assert again and daemon.alive()
+        accepted = wait_for(lambda: _accepted(kube, jobset), timeout=60, what="its webhook answering again")
+        assert accepted["metadata"]["name"] == "after-crash"
+    assert "with status 137; restarting it in 10 s" in daemon.log_tail(20000)
+
+
+def _command(pid: int) -> str:
+    try:
+        return (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")[0].decode()
+    except OSError:
+        return ""
