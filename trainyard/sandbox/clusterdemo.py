@@ -310,7 +310,18 @@ def _follow(kubelet: Kubelet, watcher: Watcher, kube: Kube, namespace: str, job:
                 say(f"      {line}")
             break
     if outcome.states[job] == "Failed":
-        raise UserError(f"job {job} failed; the pod logs are in {kubelet.cluster.workdir / 'logs'}")
+        raise UserError(f"job {job} failed (its controller's reason above){_last_log(kubelet, job, args)}")
+
+
+def _last_log(kubelet: Kubelet, job: str, args: argparse.Namespace) -> str:
+    """The end of the job's first pod log, where the failure says itself (a failed preflight, a
+    trainer that exited), and where the logs stay."""
+    logs = sorted((kubelet.cluster.workdir / "logs").glob(f"{job}-*.log"))
+    if not logs:
+        return ""
+    tail = "\n".join(logs[0].read_text(errors="replace").splitlines()[-12:])
+    kept = f"the logs are in {logs[0].parent}" if args.workdir else "--workdir DIR keeps the logs"
+    return f"; the end of {logs[0].name} ({kept}):\n{tail}"
 
 
 def _job_pods(kubelet: Kubelet, job: str) -> list[LocalPod]:

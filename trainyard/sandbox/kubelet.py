@@ -149,6 +149,7 @@ class Kubelet:
     pods: dict[str, Tracked] = field(default_factory=dict)
     events: queue.Queue = field(default_factory=queue.Queue)
     _renewed: float = 0.0
+    _deleted: set[str] = field(default_factory=set)
     _stop: threading.Event = field(default_factory=threading.Event)
 
     # --- nodes -------------------------------------------------------------------------------
@@ -302,6 +303,9 @@ class Kubelet:
                 self._forget(tracked)
             return []
         if meta.get("deletionTimestamp"):
+            if uid in self._deleted:  # a later update of a pod already being deleted
+                return []
+            self._deleted.add(uid)
             if tracked is not None and tracked.local is not None:
                 self.cluster.remove_pod(tracked.local.name, grace=float(spec.get("terminationGracePeriodSeconds", 30)))
             self.pods.pop(uid, None)

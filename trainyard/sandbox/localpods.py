@@ -204,6 +204,7 @@ class LocalCluster:
         self.networks = {(n.namespace, n.name): n for n in (Network.from_nad(d) for d in nads)}
         self._made: dict[str, list[str]] = {"netns": [], "links": [], "etc": []}
         self._cluster_pool = (CLUSTER_CIDR.network_address + n for n in range(2, 254))
+        self._made_pods = 0
         self._previous_handlers: dict[int, object] = {}
         if self.isolated:
             sweep_stale()
@@ -288,7 +289,9 @@ class LocalCluster:
         script.chmod(0o755)
 
     def _network(self, pod: LocalPod) -> None:
-        index = len(self.pods)
+        # never reused: a removed pod's links may linger a moment, and a kubelet adds pods for ever
+        index = self._made_pods
+        self._made_pods += 1
         pod.netns = f"ty-{self.id}-{index}-{pod.name}"[:60]
         _ip("netns", "add", pod.netns)
         self._record("netns", pod.netns)
