@@ -7,10 +7,10 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from tests.e2e.test_demo import processes_under
 from tests.trainyard.repo.conftest import REPO_ROOT
 
 pytestmark = [
@@ -18,19 +18,6 @@ pytestmark = [
     pytest.mark.cluster,
     pytest.mark.skipif(os.geteuid() != 0, reason="the pods' network namespaces need root"),
 ]
-
-
-def _processes_under(folder: Path) -> list[str]:
-    found = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit() and int(proc.name) != os.getpid():
-            try:
-                cmdline = (proc / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if str(folder).encode() in cmdline:
-                found.append(cmdline.replace(b"\0", b" ")[:160].decode(errors="replace"))
-    return found
 
 
 def test_the_demo_runs_a_trainjob_through_the_controllers_to_complete(tmp_path):
@@ -55,6 +42,6 @@ def test_the_demo_runs_a_trainjob_through_the_controllers_to_complete(tmp_path):
     assert "api: TrainJob smoke-ddp: Complete  [Argo CD health Healthy" in out
     assert "api: PyTorchJob mnist-ddp: Succeeded  [Argo CD health Healthy" in out
     assert re.search(r"api: Workload trainjob-smoke-ddp-\w+: Finished .*\[Argo CD health Healthy", out)
-    assert _processes_under(work) == []
+    assert processes_under(work) == []
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert "smoke-ddp" not in netns and "mnist-ddp" not in netns

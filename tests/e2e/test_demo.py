@@ -26,11 +26,12 @@ from trainyard.sandbox.localpods import STATE_DIR
 pytestmark = pytest.mark.e2e
 
 STEPS, EVERY = 60, 10
+DEMO = [sys.executable, "-m", "trainyard.cli", "demo", "--offline"]  # make demo OFFLINE=1
 
 
 def demo(*args: str) -> subprocess.CompletedProcess:
     """``trainyard demo --offline ARGS`` as a user runs it (make demo OFFLINE=1)."""
-    argv = [sys.executable, "-m", "trainyard.cli", "demo", "--offline", *args]
+    argv = [*DEMO, *args]
     return subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
 
 
@@ -42,14 +43,21 @@ def leftovers(run_id: str, workdir: Path) -> list[str]:
     found += [f"link {line.split(':')[1].strip()}" for line in links.splitlines() if f"ty{run_id}" in line]
     found += [f"/etc/netns/{p.name}" for p in Path("/etc/netns").glob(f"ty-{run_id}-*")]
     found += [f"state {p}" for p in STATE_DIR.glob(f"{run_id}.json")]
+    found += [f"process {p}" for p in processes_under(workdir)]
+    return found
+
+
+def processes_under(folder: Path) -> list[str]:
+    """Processes (but this one) whose command line names ``folder``: "pid: command"."""
+    found = []
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit() and int(proc.name) != os.getpid():
             try:
                 cmdline = (proc / "cmdline").read_bytes()
             except OSError:
                 continue
-            if str(workdir).encode() in cmdline:
-                found.append(f"process {proc.name}: {cmdline.replace(bytes(1), b' ')[:120]!r}")
+            if str(folder).encode() in cmdline:
+                found.append(f"{proc.name}: {cmdline.replace(bytes(1), b' ')[:120]!r}")
     return found
 
 
@@ -134,18 +142,7 @@ def test_the_v1_path_a_pytorchjob_end_to_end(tmp_path):
 def test_ctrl_c_cleans_up_and_a_second_run_works(tmp_path):
     workdir = tmp_path / "work"
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "trainyard.cli",
-            "demo",
-            "--offline",
-            "--max-steps",
-            "2000",
-            "--no-fault",
-            "--workdir",
-            str(workdir),
-        ],
+        [*DEMO, "--max-steps", "2000", "--no-fault", "--workdir", str(workdir)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -169,18 +166,7 @@ def test_ctrl_c_cleans_up_and_a_second_run_works(tmp_path):
     assert "everything the demo started was stopped and removed" in rest
     assert leftovers(run_id, workdir) == []
     second = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "trainyard.cli",
-            "demo",
-            "--offline",
-            "--max-steps",
-            "10",
-            "--no-fault",
-            "--workdir",
-            str(tmp_path / "again"),
-        ],
+        [*DEMO, "--max-steps", "10", "--no-fault", "--workdir", str(tmp_path / "again")],
         capture_output=True,
         text=True,
         timeout=300,

@@ -40,6 +40,7 @@ What differs from a pod, and why:
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import ipaddress
 import json
@@ -303,8 +304,6 @@ class Running:
 
 
 def _b64(data: bytes) -> str:
-    import base64
-
     return base64.b64encode(data).decode()
 
 
@@ -392,6 +391,11 @@ def start_install(
         certs[c.secret] = rotator_secret_data(c.ca, f"{c.service}.{install.namespace}.svc")
         urls[c.service] = f"https://127.0.0.1:{ports['webhook']}"
         plans.append((c, ports))
+    if install.config is not None:  # the ConfigMap the Application really installs, made once
+        docs = [
+            install.config(d) if d["kind"] == "ConfigMap" and "manager-config" in d["metadata"]["name"] else d
+            for d in docs
+        ]
     present = {d["metadata"]["name"] for d in docs if d["kind"] == "Secret"}
     for c in install.controllers:
         if c.secret not in present:  # Trainer's overlay makes it with a secretGenerator
@@ -401,8 +405,6 @@ def start_install(
         kind, meta = doc["kind"], doc["metadata"]
         if kind in SKIPPED:
             continue
-        if kind == "ConfigMap" and install.config is not None and "manager-config" in meta["name"]:
-            doc = install.config(doc)
         if kind == "Secret" and meta["name"] in certs:
             doc = {**doc, "data": {k: _b64(v) for k, v in certs[meta["name"]].items()}}
         if kind in WEBHOOK_KINDS:
@@ -482,8 +484,6 @@ def _start(
                 d for d in docs
                 if d["kind"] == "ConfigMap" and d["metadata"]["name"] == volume["configMap"]["name"]
             )  # fmt: skip
-            if install.config is not None:
-                cm = install.config(cm)
             config = yaml.safe_load(cm["data"][mount.get("subPath") or next(iter(cm["data"]))])
             args[i] = f"--config={home / 'config.yaml'}"
     extra = c.ports(config, ports)

@@ -225,49 +225,44 @@ def _start_apiserver(
     return daemon, server
 
 
-def _start_controller_manager(kube: str, paths: Paths, server: str, version: str) -> Daemon:
+def _start_component(kube: str, paths: Paths, server: str, version: str, name: str, flags: list[str]) -> Daemon:
+    """kube-controller-manager or kube-scheduler: its kubeconfig (kubeadm's identity, pki.CLIENTS),
+    on loopback, without leader election, emulating the cluster's minor as its API server does (a
+    v1.36 controller would watch APIs a 1.33 server does not serve, e.g. resource.k8s.io/v1, and
+    wait forever)."""
     p = paths.pki
-    config = paths.kubeconfig_for("kube-controller-manager")
-    write_kubeconfig(config, server, p.ca, p.cert("kube-controller-manager"), p.key("kube-controller-manager"), "kcm")
+    config = paths.kubeconfig_for(name)
+    write_kubeconfig(config, server, p.ca, p.cert(name), p.key(name), name)
     port = free_port()
     argv = [
         kube,
-        "kube-controller-manager",
+        name,
         f"--kubeconfig={config}",
         f"--authentication-kubeconfig={config}",
         f"--authorization-kubeconfig={config}",
+        "--leader-elect=false",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={port}",
+        f"--emulated-version=kube={version}",
+        *flags,
+    ]
+    return spawn(name, argv, paths.logs / f"{name}.log", ports=(port,))
+
+
+def _start_controller_manager(kube: str, paths: Paths, server: str, version: str) -> Daemon:
+    p = paths.pki
+    flags = [
         f"--service-account-private-key-file={p.service_account_key}",
         f"--root-ca-file={p.ca}",
         "--use-service-account-credentials=true",
-        "--leader-elect=false",
-        "--bind-address=127.0.0.1",
-        f"--secure-port={port}",
         # no cloud, no node CIDRs: node-ipam has nothing to do (CONTROL-PLANE notes, app/core.go)
         "--controllers=*,-node-ipam-controller",
-        # the controllers of the cluster's minor, as its API server (a v1.36 controller would
-        # watch APIs a 1.33 server does not serve, e.g. resource.k8s.io/v1, and wait forever)
-        f"--emulated-version=kube={version}",
     ]
-    return spawn("kube-controller-manager", argv, paths.logs / "kube-controller-manager.log", ports=(port,))
+    return _start_component(kube, paths, server, version, "kube-controller-manager", flags)
 
 
 def _start_scheduler(kube: str, paths: Paths, server: str, version: str) -> Daemon:
-    p = paths.pki
-    config = paths.kubeconfig_for("kube-scheduler")
-    write_kubeconfig(config, server, p.ca, p.cert("kube-scheduler"), p.key("kube-scheduler"), "scheduler")
-    port = free_port()
-    argv = [
-        kube,
-        "kube-scheduler",
-        f"--kubeconfig={config}",
-        f"--authentication-kubeconfig={config}",
-        f"--authorization-kubeconfig={config}",
-        "--leader-elect=false",
-        "--bind-address=127.0.0.1",
-        f"--secure-port={port}",
-        f"--emulated-version=kube={version}",
-    ]
-    return spawn("kube-scheduler", argv, paths.logs / "kube-scheduler.log", ports=(port,))
+    return _start_component(kube, paths, server, version, "kube-scheduler", [])
 
 
 # --- up and down -------------------------------------------------------------------------------

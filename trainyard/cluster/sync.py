@@ -28,13 +28,13 @@ from pathlib import Path
 import yaml
 
 from trainyard.cluster.client import ApiError, Kube
+from trainyard.repo.jobs.preview import is_job
 from trainyard.repo.model import rawyaml
 from trainyard.repo.model.rendered import Resource
 from trainyard.repo.upstream import argocd
 
 SSA_MANAGER = "argocd-controller"
 WEBHOOK_KINDS = frozenset({"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"})
-JOB_KINDS = frozenset({"TrainJob", "PyTorchJob", "TFJob", "MPIJob"})
 
 Progress = Callable[[str], None]
 # The trainyard MutatingWebhookConfiguration, rewritten to reach the local webhook; None: dry run
@@ -272,7 +272,7 @@ def sync(
             continue
         if ar.self_reference:
             continue
-        if before_jobs is not None and any(r.kind in JOB_KINDS for r in ar.resources):
+        if before_jobs is not None and any(is_job(r.doc) for r in ar.resources):
             # once, before the first job: what creates pods is applied only once the admission
             # that must see them is live (kube-apiserver takes a new webhook configuration or
             # policy a moment after it is stored; a job's controller may create pods sooner)

@@ -41,6 +41,7 @@ from trainyard.cluster.processes import Daemon
 from trainyard.contract import reports
 from trainyard.contract.errors import UserError
 from trainyard.contract.names import NETWORKS_ANNOTATION, SHM_PATH, TRAINER_REPOSITORY
+from trainyard.repo.jobs.preview import is_job
 from trainyard.repo.model import declared, repository
 from trainyard.repo.upstream import health as argo_health
 from trainyard.sandbox.demo import LAUNCH, ROOT, RunLogFollower, preflight_in, say, trainer_config
@@ -66,7 +67,6 @@ class Outcome:
     killed: str = ""
     resumed_from: int | None = None
     restarts: int = 0
-    pods: list[str] = field(default_factory=list)
 
 
 def _api(kind: str, api_version: str, plural: str, namespace: str) -> str:
@@ -228,7 +228,7 @@ def run(args: argparse.Namespace) -> Outcome:
 def _job_namespace(render, job: str) -> str:
     for ar in render.apps:
         for r in ar.resources:
-            if r.name == job and any(r.kind == kind for _, kind, _ in JOB_KINDS):
+            if r.name == job and is_job(r.doc):
                 return r.namespace or "default"
     raise UserError(f"no job {job!r} in cluster {render.cluster}'s Applications")
 
@@ -269,7 +269,6 @@ def _follow(kubelet: Kubelet, watcher: Watcher, kube: Kube, namespace: str, job:
             shown_fabric = True
             for p in ours:
                 stored = kube.get(f"/api/v1/namespaces/{namespace}/pods/{p.name}")
-                outcome.pods.append(p.name)
                 addresses = ", ".join(f"{i} {a}" for i, a in p.interfaces.items())
                 say(f"      {p.name} ({addresses}): {_fabric(stored)}")
             _, cfg = trainer_config(ours[0].spec)

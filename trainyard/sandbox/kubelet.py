@@ -144,7 +144,6 @@ class Kubelet:
     facts: ClusterFacts
     cluster: LocalCluster
     progress: Progress = print
-    projected: Callable[[dict], dict[str, bytes]] | None = None  # files of a pod's token volume
     nodes: dict[str, dict] = field(default_factory=dict)
     pods: dict[str, Tracked] = field(default_factory=dict)
     events: queue.Queue = field(default_factory=queue.Queue)
@@ -364,15 +363,12 @@ class Kubelet:
         return [f"{meta['name']} bound to {spec['nodeName']}: started ({addresses})"]
 
     def _write_projected(self, pod: dict, local: LocalPod) -> None:
+        """The token volume's ``namespace`` file (no token: the trainer never calls the API)."""
         for volume in pod["spec"].get("volumes") or []:
-            if "projected" not in volume:
-                continue
-            folder = self.cluster.workdir / "pods" / local.name / volume["name"]
-            folder.mkdir(parents=True, exist_ok=True)
-            files = self.projected(pod) if self.projected else {}
-            files.setdefault("namespace", local.namespace.encode())
-            for name, data in files.items():
-                (folder / name).write_bytes(data)
+            if "projected" in volume:
+                folder = self.cluster.workdir / "pods" / local.name / volume["name"]
+                folder.mkdir(parents=True, exist_ok=True)
+                (folder / "namespace").write_text(local.namespace)
 
     # --- status ------------------------------------------------------------------------------
     def status(self, tracked: Tracked, pod_spec: dict) -> dict:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -44,3 +45,18 @@ def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clusters]:
         yield c
     finally:
         c.stop()
+
+
+# the service-account token volume kube-apiserver adds, named with five random characters
+TOKEN_VOLUME = re.compile(r"^kube-api-access-[a-z0-9]{5}$")
+
+
+def same_token_volume(spec: dict) -> None:
+    """Give the token volume, and its mounts, one name in ``spec``, so two creates compare equal."""
+    for volume in spec.get("volumes") or []:
+        if TOKEN_VOLUME.match(volume["name"]):
+            volume["name"] = "kube-api-access"
+    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+        for mount in c.get("volumeMounts") or []:
+            if TOKEN_VOLUME.match(mount["name"]):
+                mount["name"] = "kube-api-access"

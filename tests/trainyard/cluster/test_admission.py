@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import functools
 import json
-import re
 from pathlib import Path
 
 import jsonpatch
@@ -20,6 +19,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, event, given, settings
 
+from tests.trainyard.cluster.conftest import same_token_volume
 from tests.webhook import strategies
 from trainyard.cluster.client import ApiError, Kube
 from trainyard.cluster.processes import wait_for
@@ -40,7 +40,6 @@ PLAIN = "trainyard-test-plain"  # selected by no trainyard admission
 # quota is a lab's: the example pods of bigger clusters exceed it) nor its job pod-security policy
 INJECTED = "trainyard-test-fabric"
 INJECTION_LABEL = {"trainyard.dev/injection": "enabled"}
-TOKEN_VOLUME = re.compile(r"^kube-api-access-[a-z0-9]{5}$")
 SERVER_SET = ("uid", "creationTimestamp", "resourceVersion", "generation", "managedFields")
 
 
@@ -96,13 +95,7 @@ def _comparable(pod: dict) -> dict:
     if meta.get("generateName"):
         meta.pop("name", None)
     spec = out["spec"]
-    for volume in spec.get("volumes") or []:
-        if TOKEN_VOLUME.match(volume["name"]):
-            volume["name"] = "kube-api-access"
-    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
-        for mount in c.get("volumeMounts") or []:
-            if TOKEN_VOLUME.match(mount["name"]):
-                mount["name"] = "kube-api-access"
+    same_token_volume(spec)
     return out
 
 
@@ -213,20 +206,22 @@ def _harness(cluster: str) -> Harness:
     return Harness([r.doc for r in _render(cluster).resources() if r.kind == "MutatingAdmissionPolicy"])
 
 
+def _admission(clusters, cluster: str):
+    """A client of ``cluster`` (its PLAIN namespace made), the policies and its default fabric."""
+    kube = clusters.kube(cluster)
+    _plain_namespace(kube)
+    yield kube, load_policies(REPO_ROOT / "policies"), _default_fabric(cluster)
+    kube.close()
+
+
 @pytest.fixture(scope="module")
 def dev(clusters):
-    kube = clusters.kube("dev")
-    _plain_namespace(kube)
-    yield kube, load_policies(REPO_ROOT / "policies"), _default_fabric("dev")
-    kube.close()
+    yield from _admission(clusters, "dev")
 
 
 @pytest.fixture(scope="module")
 def prod_ib(clusters):
-    kube = clusters.kube("prod-ib")
-    _plain_namespace(kube)
-    yield kube, load_policies(REPO_ROOT / "policies"), _default_fabric("prod-ib")
-    kube.close()
+    yield from _admission(clusters, "prod-ib")
 
 
 # --- webhook mode -------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ import jsonpatch
 import pytest
 import yaml
 
+from tests.trainyard.cluster.conftest import same_token_volume
 from tests.trainyard.repo.conftest import COPIED
 from trainyard.cluster.client import ApiError, Kube
 from trainyard.repo.jobs import newjob, preview
@@ -29,7 +30,6 @@ from trainyard.sandbox.localpods import LocalCluster
 
 pytestmark = pytest.mark.cluster
 
-TOKEN_VOLUME = re.compile(r"^kube-api-access-[a-z0-9]{5}$")
 JOB_LABELS = ("jobset.sigs.k8s.io/jobset-name", "training.kubeflow.org/job-name")
 
 
@@ -114,13 +114,7 @@ def _comparable(pod: dict, bound_labels: bool = False) -> dict:
     selector.pop("kubernetes.io/hostname", None)
     if not selector:
         spec.pop("nodeSelector", None)
-    for volume in spec.get("volumes") or []:
-        if TOKEN_VOLUME.match(volume["name"]):
-            volume["name"] = "kube-api-access"
-    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
-        for mount in c.get("volumeMounts") or []:
-            if TOKEN_VOLUME.match(mount["name"]):
-                mount["name"] = "kube-api-access"
+    same_token_volume(spec)
     return out
 
 
