@@ -347,7 +347,8 @@ def _mount_wrapper(mounts: dict[str, Path], argv: list[str]) -> list[str]:
     """``argv`` in a mount namespace of its own with each host folder bind-mounted at its path,
     started again whenever it exits, as the kubelet restarts a Deployment's container
     (restartPolicy Always): after 10 s, doubling up to 5 minutes (the kubelet's CrashLoopBackOff,
-    k8s.io/kubernetes@v1.36.3:pkg/kubelet/kubelet.go MaxContainerBackOff). ``down`` stops the
+    k8s.io/kubernetes@v1.36.3:pkg/kubelet/kubelet.go backOffPeriod and MaxCrashLoopBackOff,
+    pkg/kubelet/apis/config/v1beta1/defaults.go MaxContainerBackOff). ``down`` stops the
     whole process group, the loop with it."""
     script = ["set -e"]
     for i, target in enumerate(mounts):
