@@ -86,12 +86,15 @@ def _in(pod: dict, namespace: str) -> dict:
 
 
 def _comparable(pod: dict) -> dict:
-    """What two creates of one pod may not differ in: server-set metadata, the generated name and
-    the random suffix of the token volume's name left out."""
+    """What two creates of one pod may not differ in: server-set metadata, the generated name, the
+    random suffix of the token volume's name and the clock time of a condition kube-apiserver sets
+    at creation (PodScheduled False for a gated pod) left out."""
     out = copy.deepcopy(pod)
     meta = out["metadata"]
     for key in (*SERVER_SET, "namespace"):
         meta.pop(key, None)
+    for condition in (out.get("status") or {}).get("conditions") or []:
+        condition.pop("lastTransitionTime", None)
     if meta.get("generateName"):
         meta.pop("name", None)
     spec = out["spec"]
