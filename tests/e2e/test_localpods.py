@@ -248,3 +248,22 @@ def test_gated_pods_and_sidecars_are_refused(tmp_path):
         sidecar["spec"]["initContainers"][0]["restartPolicy"] = "Always"
         with pytest.raises(UserError, match="is a sidecar"):
             cluster.add_pods([sidecar], "ml")
+
+
+def test_with_the_kubelets_crash_loop_a_failing_init_container_is_restarted_at_once_then_after_a_back_off(tmp_path):
+    entry = {"registry.example.com/ml/trainer": [sys.executable]}
+    with LocalCluster(tmp_path, [], entry, isolate=False, max_restarts=None, crashloop=True) as cluster:
+        (p,) = cluster.add_pods([jobset_pod(0, init_script="raise SystemExit(3)")], "ml")
+        cluster.start(p)
+        deadline, events = time.monotonic() + 30, []
+        while "preflight" not in p.restart_at and time.monotonic() < deadline:
+            events += cluster.poll()
+            time.sleep(0.05)
+        code, _, exited = p.last_exit["preflight"]
+        assert code == 3 and p.restarts["preflight"] == 1, events
+        assert p.restart_at["preflight"] - exited == pytest.approx(10)
+        assert any(e.endswith("(init) exited with 3; restarting (1)") for e in events)
+        assert events[-1].endswith("(init) exited with 3; back-off 10 s before restarting it")
+        assert not p.finished and "preflight" not in p.exit_codes, "OnFailure: the pod does not fail"
+        events = cluster.poll()
+        assert events == [] and p.restarts["preflight"] == 1, "not before its back-off ends"

@@ -12,7 +12,7 @@ container would run in a pod, with this machine as the kubelet:
   client-go's in-cluster config looks (``/var/run/secrets/kubernetes.io/serviceaccount``, with
   ``KUBERNETES_SERVICE_HOST``/``PORT`` naming kube-apiserver), so the release's own RBAC rules
   decide what it may do;
-- it is started again when it exits, with the kubelet's back-off (restartPolicy Always);
+- it is started again when it exits, with the kubelet's CrashLoopBackOff (restartPolicy Always);
 - its volumes are there: the webhook Secret at ``/tmp/k8s-webhook-server/serving-certs`` and the
   token, each bind-mounted in a mount namespace of the controller's own (``unshare``), so that
   four controllers that all write that same path (their certificate rotators hard-code it:
@@ -61,7 +61,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from trainyard.cluster import components, crds
 from trainyard.cluster.client import Kube
-from trainyard.cluster.processes import Daemon, free_port, spawn
+from trainyard.cluster.processes import CRASHLOOP_INITIAL_S, CRASHLOOP_MAX_S, Daemon, free_port, spawn
 from trainyard.contract.errors import UserError
 
 Progress = Callable[[str], None]
@@ -346,20 +346,21 @@ RESTARTING = "trainyard: the controller exited"  # the wrapper's line in the log
 def _mount_wrapper(mounts: dict[str, Path], argv: list[str]) -> list[str]:
     """``argv`` in a mount namespace of its own with each host folder bind-mounted at its path,
     started again whenever it exits, as the kubelet restarts a Deployment's container
-    (restartPolicy Always): after 10 s, doubling up to 5 minutes (the kubelet's CrashLoopBackOff,
-    k8s.io/kubernetes@v1.36.3:pkg/kubelet/kubelet.go backOffPeriod and MaxCrashLoopBackOff,
-    pkg/kubelet/apis/config/v1beta1/defaults.go MaxContainerBackOff). ``down`` stops the
-    whole process group, the loop with it."""
+    (restartPolicy Always) with its CrashLoopBackOff (:class:`CrashLoopBackOff`: at once, then
+    from 10 s doubling to 5 minutes). ``down`` stops the whole process group, the loop with it."""
     script = ["set -e"]
     for i, target in enumerate(mounts):
         script.append(f'mkdir -p "{target}"; mount --bind "${{{i + 1}}}" "{target}"')
     script += [
         f"shift {len(mounts)}",
-        "delay=10",
+        "delay=0",
         "while :; do",
-        '  status=0; "$@" || status=$?',
+        '  began=$(date +%s); status=0; "$@" || status=$?',
+        f"  if [ $(($(date +%s) - began)) -gt {2 * CRASHLOOP_MAX_S} ]; then delay=0; fi",
         f'  echo "{RESTARTING} with status $status; restarting it in $delay s" >&2',
-        '  sleep "$delay"; delay=$((delay * 2)); if [ "$delay" -gt 300 ]; then delay=300; fi',
+        '  sleep "$delay"',
+        f'  if [ "$delay" -eq 0 ]; then delay={CRASHLOOP_INITIAL_S}; else delay=$((delay * 2)); fi',
+        f'  if [ "$delay" -gt {CRASHLOOP_MAX_S} ]; then delay={CRASHLOOP_MAX_S}; fi',
         "done",
     ]
     return [

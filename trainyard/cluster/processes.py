@@ -21,6 +21,33 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
+# The kubelet's CrashLoopBackOff, for an exited container it starts again: the first restart at
+# once, then after 10 s, doubling up to 5 minutes; a container that ran 10 minutes (twice the
+# cap) since its last start begins again at once. k8s.io/kubernetes@v1.36.3:
+# pkg/kubelet/kubelet.go (initialCrashLoopBackOff, MaxCrashLoopBackOff =
+# pkg/kubelet/apis/config/v1beta1 MaxContainerBackOff), kuberuntime/kuberuntime_manager.go
+# doBackOff over k8s.io/client-go@v0.36.3 util/flowcontrol/backoff.go (Next, IsInBackOffSince,
+# hasExpired).
+CRASHLOOP_INITIAL_S = 10
+CRASHLOOP_MAX_S = 300
+
+
+class CrashLoopBackOff:
+    """When the kubelet starts one container again after it exited."""
+
+    def __init__(self) -> None:
+        self.backoff = 0.0
+        self.last_start: float | None = None
+
+    def restart_at(self, exited: float) -> float:
+        """The time the container that exited at ``exited`` is started again (and it is)."""
+        if self.last_start is None or exited - self.last_start > 2 * CRASHLOOP_MAX_S:
+            start, self.backoff = exited, CRASHLOOP_INITIAL_S
+        else:
+            start, self.backoff = exited + self.backoff, min(self.backoff * 2, CRASHLOOP_MAX_S)
+        self.last_start = start
+        return start
+
 
 def free_port() -> int:
     with socket.socket() as s:

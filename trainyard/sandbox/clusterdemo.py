@@ -31,6 +31,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -130,11 +131,11 @@ class Watcher:
         if kind == "Pod":
             spec = obj["spec"]
             gates = [g["name"] for g in spec.get("schedulingGates") or []]
-            restarts = sum(c.get("restartCount", 0) for c in status.get("containerStatuses") or [])
+            state, restarts = pod_status(obj)
             where = f" on {spec['nodeName']}" if spec.get("nodeName") else ""
             extra = f", gated by {', '.join(gates)}" if gates else ""
             extra += f", restarts {restarts}" if restarts else ""
-            return f"{status.get('phase', 'Pending')}{where}{extra}"
+            return f"{state}{where}{extra}"
         if kind == "Workload":
             admission = status.get("admission") or {}
             domains = []
@@ -143,10 +144,61 @@ class Watcher:
                     values = (s.get("valuesPerLevel") or [{}])[-1].get("individual") or {}
                     domains += [values.get("prefix", "") + r for r in values.get("roots") or []]
             where = f" into {', '.join(domains)}" if domains else ""
-            return f"{_state(obj)}{where}"
+            return f"{_state(obj)}{where}{_why_failed(obj)}"
         if kind == "Job":
-            return f"{_state(obj)}, {status.get('succeeded', 0)} succeeded, {status.get('active', 0)} active"
-        return _state(obj)
+            counts = f"{status.get('succeeded', 0)} succeeded, {status.get('active', 0)} active"
+            return f"{_state(obj)}, {counts}{_why_failed(obj)}"
+        return f"{_state(obj)}{_why_failed(obj)}"
+
+
+def _why_failed(obj: dict) -> str:
+    """The reason and message of a Failed condition (a Job's BackoffLimitExceeded, the JobSet and
+    TrainJob after it), as the controller wrote them."""
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Failed" and c.get("status") == "True":
+            return f" ({c.get('reason', '')}: {c.get('message', '')})"
+    return ""
+
+
+def pod_status(pod: dict) -> tuple[str, int]:
+    """kubectl's STATUS and RESTARTS columns for a pod (k8s.io/kubernetes@v1.36.3:
+    pkg/printers/internalversion/printers.go printPod; sidecars aside, which the sandbox refuses):
+    ``Init:CrashLoopBackOff`` for a preflight that keeps failing, ``Init:0/1`` while it runs."""
+    status = pod.get("status") or {}
+    reason = status.get("reason") or status.get("phase", "Pending")
+    inits = status.get("initContainerStatuses") or []
+    restarts = sum(c.get("restartCount", 0) for c in inits)
+    initializing = False
+    for i, c in enumerate(inits):
+        state = c.get("state") or {}
+        terminated, waiting = state.get("terminated"), state.get("waiting")
+        if terminated and terminated.get("exitCode") == 0:
+            continue
+        initializing = True
+        if terminated:
+            reason = "Init:" + (terminated.get("reason") or f"ExitCode:{terminated.get('exitCode')}")
+        elif waiting and waiting.get("reason") not in (None, "", "PodInitializing"):
+            reason = "Init:" + waiting["reason"]
+        else:
+            reason = f"Init:{i}/{len(pod['spec'].get('initContainers') or [])}"
+        break
+    if not initializing or _condition(pod, "Initialized"):
+        restarts, error, running = 0, "", False
+        for c in reversed(status.get("containerStatuses") or []):
+            restarts += c.get("restartCount", 0)
+            state = c.get("state") or {}
+            if (state.get("waiting") or {}).get("reason"):
+                reason = state["waiting"]["reason"]
+            elif terminated := state.get("terminated"):
+                reason = terminated.get("reason") or f"ExitCode:{terminated.get('exitCode')}"
+                error = reason if terminated.get("exitCode") else error
+            elif c.get("ready") and "running" in state:
+                running = True
+        if reason == "Completed":
+            reason = "Running" if running and _condition(pod, "Ready") else error or ("NotReady" if running else reason)
+    if pod["metadata"].get("deletionTimestamp") and status.get("phase") not in ("Succeeded", "Failed"):
+        reason = "Terminating"
+    return reason, restarts
 
 
 def _fabric(pod: dict) -> str:
@@ -197,18 +249,7 @@ def run(args: argparse.Namespace) -> Outcome:
         stack.callback(lambda: controlplane.down(folder))
         kube = stack.enter_context(started.client())
         cm = kube.get("/api/v1/namespaces/argocd/configmaps/argocd-cm").get("data") or {}
-        nads = kube.get("/apis/k8s.cni.cncf.io/v1/network-attachment-definitions")["items"]
-        base_env = {
-            "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
-            "HOME": str(work),
-            "OMP_NUM_THREADS": "1",
-            "LANG": "C.UTF-8",
-        }
-        pods_dir = work / "pods"
-        cluster = LocalCluster(pods_dir, nads, {TRAINER_REPOSITORY: LAUNCH}, base_env=base_env, isolate=True)
-        stack.callback(cluster.close)
-        kubelet = Kubelet(kube, facts, cluster, progress=lambda line: say(f"      kubelet: {line}"))
-        stack.callback(kubelet.stop)
+        kubelet = stack.enter_context(sandbox_kubelet(kube, facts, work, lambda line: say(f"      kubelet: {line}")))
         say(f"[3/{STEPS}] nodes: the sandbox registers the declared nodes and is their kubelet")
         nodes = kubelet.register()
         say(f"      {len(nodes)} nodes Ready: {', '.join(nodes)}")
@@ -223,6 +264,29 @@ def run(args: argparse.Namespace) -> Outcome:
         outcome.seconds = time.monotonic() - t0
         say(f"[{STEPS}/{STEPS}] stopping: pods, controllers, the control plane; namespaces and bridges removed")
     return outcome
+
+
+@contextlib.contextmanager
+def sandbox_kubelet(kube: Kube, facts, work: Path, progress) -> Iterator[Kubelet]:
+    """The sandbox as the kubelet of ``facts``' nodes: pods in network namespaces under
+    ``work/pods``, the trainer image run as ``trainyard launch`` from this environment. Stopped,
+    its pods and namespaces removed, on leaving."""
+    nads = kube.get("/apis/k8s.cni.cncf.io/v1/network-attachment-definitions")["items"]
+    base_env = {
+        "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(work),
+        "OMP_NUM_THREADS": "1",
+        "LANG": "C.UTF-8",
+    }
+    cluster = LocalCluster(work / "pods", nads, {TRAINER_REPOSITORY: LAUNCH}, base_env=base_env, isolate=True)
+    try:
+        kubelet = Kubelet(kube, facts, cluster, progress=progress)
+        try:
+            yield kubelet
+        finally:
+            kubelet.stop()
+    finally:
+        cluster.close()
 
 
 def _job_namespace(render, job: str) -> str:
@@ -313,14 +377,14 @@ def _follow(kubelet: Kubelet, watcher: Watcher, kube: Kube, namespace: str, job:
 
 
 def _last_log(kubelet: Kubelet, job: str, args: argparse.Namespace) -> str:
-    """The end of the job's first pod log, where the failure says itself (a failed preflight, a
-    trainer that exited), and where the logs stay."""
-    logs = sorted((kubelet.cluster.workdir / "logs").glob(f"{job}-*.log"))
+    """The end of the job's container log written last, where the failure says itself (a failed
+    preflight, a trainer that exited), and where the logs stay."""
+    logs = sorted((kubelet.cluster.workdir / "logs").glob(f"{job}-*.log"), key=lambda p: p.stat().st_mtime)
     if not logs:
         return ""
-    tail = "\n".join(logs[0].read_text(errors="replace").splitlines()[-12:])
-    kept = f"the logs are in {logs[0].parent}" if args.workdir else "--workdir DIR keeps the logs"
-    return f"; the end of {logs[0].name} ({kept}):\n{tail}"
+    tail = "\n".join(logs[-1].read_text(errors="replace").splitlines()[-12:])
+    kept = f"the logs are in {logs[-1].parent}" if args.workdir else "--workdir DIR keeps the logs"
+    return f"; the end of {logs[-1].name} ({kept}):\n{tail}"
 
 
 def _job_pods(kubelet: Kubelet, job: str) -> list[LocalPod]:

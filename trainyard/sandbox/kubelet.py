@@ -10,14 +10,16 @@ in order). What happens is written back as the kubelet writes it (pods/status: p
 podIP, container states with exit codes and restart counts), so Jobs, JobSets, TrainJobs and
 Workloads progress. A pod being deleted is stopped, then deleted for good (grace 0), as the
 kubelet finishes a deletion; a container that exits non-zero is restarted as the pod's
-restartPolicy says.
+restartPolicy says, for ever, after the kubelet's CrashLoopBackOff (``waiting: CrashLoopBackOff``
+with the last exit as ``lastState`` meanwhile), so a Job's backoffLimit is what ends it.
 
 Contracts followed (the statuses kwok v0.8.0's stages write, and the kubelet's own):
 k8s.io/kubernetes@v1.36.3 pkg/kubelet/nodestatus/setters.go (node conditions and addresses),
 pkg/kubelet/nodelease (Lease: holderIdentity, leaseDurationSeconds 40, renewTime every 10 s,
 owner reference to the Node), pkg/kubelet/status/generate.go (pod conditions) and
 kubelet_pods.go convertToAPIContainerStatuses (container states: ``Completed``/``Error`` as the
-terminated reason).
+terminated reason, ``lastState``) and kuberuntime/kuberuntime_manager.go doBackOff (the
+``CrashLoopBackOff`` reason and its message).
 
 Not a kubelet: images are not pulled. A container whose image has no local entrypoint (the
 trainer image runs ``trainyard launch``) waits with reason ``ErrImagePull`` and says why, as a
@@ -150,6 +152,12 @@ class Kubelet:
     _renewed: float = 0.0
     _deleted: set[str] = field(default_factory=set)
     _stop: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        # a kubelet restarts a failed container for ever, with its CrashLoopBackOff; the Job
+        # controller counts those restarts against the Job's backoffLimit
+        self.cluster.max_restarts = None
+        self.cluster.crashloop = True
 
     # --- nodes -------------------------------------------------------------------------------
     def register(self) -> list[str]:
@@ -381,7 +389,7 @@ class Kubelet:
             # the kubelet's reasons: an image it cannot get, or a pod it cannot set up
             reason = "ErrImagePull" if "entrypoint" in tracked.waiting else "CreateContainerConfigError"
             waiting = {"waiting": {"reason": reason, "message": tracked.waiting}}
-            statuses = [_container(c, waiting, 0) for c in containers]
+            statuses = [_container(None, c, waiting) for c in containers]
             return {
                 "phase": "Pending",
                 "hostIP": "127.0.0.1",
@@ -392,26 +400,17 @@ class Kubelet:
         policy = pod_spec.get("restartPolicy", "Always")
         init_status = []
         for i, c in enumerate(inits):
-            name = c["name"]
-            if i < local.init_done or name in local.exit_codes:
-                code = local.exit_codes.get(name, 0)
-                state = {"terminated": _terminated(code, tracked.started)}
-            elif i == local.init_done and name in local.processes:
-                state = {"running": {"startedAt": tracked.started}}
-            else:
-                state = {"waiting": {"reason": "PodInitializing"}}
-            init_status.append(_container(c, state, local.restarts.get(name, 0)))
+            running = i == local.init_done and c["name"] in local.processes
+            state = _state(local, c["name"], tracked, running=running, pending="PodInitializing")
+            init_status.append(_container(local, c, state))
         statuses = []
         for c in containers:
-            name = c["name"]
-            proc = local.processes.get(name)
-            if name in local.exit_codes:
-                state = {"terminated": _terminated(local.exit_codes[name], tracked.started)}
-            elif proc is not None and proc.poll() is None:
-                state = {"running": {"startedAt": tracked.started}}
-            else:
-                state = {"waiting": {"reason": "PodInitializing" if inits else "ContainerCreating"}}
-            statuses.append(_container(c, state, local.restarts.get(name, 0)))
+            proc = local.processes.get(c["name"])
+            running = proc is not None and proc.poll() is None
+            state = _state(
+                local, c["name"], tracked, running=running, pending="PodInitializing" if inits else "ContainerCreating"
+            )
+            statuses.append(_container(local, c, state))
         failed_init = any(local.exit_codes.get(c["name"], 0) != 0 for c in inits)
         if failed_init:
             phase = "Failed"
@@ -472,27 +471,51 @@ class Kubelet:
         self.stop()
 
 
-def _container(spec: dict, state: dict, restarts: int) -> dict:
-    return {
-        "name": spec["name"],
-        "image": spec.get("image", ""),
-        "imageID": "",
-        "ready": False,
-        "started": "running" in state,
-        "restartCount": restarts,
-        "state": state,
-    }
+def _iso(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _terminated(code: int, started: str) -> dict:
+def _terminated(code: int, started: float, finished: float) -> dict:
     if code < 0:  # killed by a signal: container runtimes report 128 + the signal's number
         code = 128 - code
     return {
         "exitCode": code,
         "reason": "Completed" if code == 0 else "Error",
-        "startedAt": started,
-        "finishedAt": _now(),
+        "startedAt": _iso(started),
+        "finishedAt": _iso(finished),
     }
+
+
+def _state(local: LocalPod, name: str, tracked: Tracked, *, running: bool, pending: str) -> dict:
+    """One container's state: exited for good, waiting out its back-off, running, or not yet started."""
+    if name in local.exit_codes:
+        return {"terminated": _terminated(*local.last_exit[name])}
+    if name in local.restart_at:
+        finished = local.last_exit[name][2]
+        message = (
+            f"back-off {local.restart_at[name] - finished:.0f}s restarting failed container={name} "
+            f"pod={tracked.name}_{tracked.namespace}({tracked.uid})"
+        )
+        return {"waiting": {"reason": "CrashLoopBackOff", "message": message}}
+    if running:
+        return {"running": {"startedAt": _iso(local.started_at[name])}}
+    return {"waiting": {"reason": pending}}
+
+
+def _container(local: LocalPod | None, spec: dict, state: dict) -> dict:
+    name = spec["name"]
+    status = {
+        "name": name,
+        "image": spec.get("image", ""),
+        "imageID": "",
+        "ready": False,
+        "started": "running" in state,
+        "restartCount": local.restarts.get(name, 0) if local else 0,
+        "state": state,
+    }
+    if local is not None and name in local.last_exit and "terminated" not in state:
+        status["lastState"] = {"terminated": _terminated(*local.last_exit[name])}  # the instance before
+    return status
 
 
 def _conditions(now: str, *, initialized: bool, ready: bool) -> list[dict]:

@@ -34,7 +34,9 @@ of their contracts that a training job relies on, and no more:
 - ``exec``: a command run inside a running container, in its network and mount namespaces and
   with its env, as ``kubectl exec`` runs it.
 - restartPolicy OnFailure/Always: a container that exits non-zero is started again in the same
-  pod (same namespace and addresses), up to ``max_restarts``.
+  pod (same namespace and addresses), up to ``max_restarts`` (None: for ever); with
+  ``crashloop`` after the kubelet's CrashLoopBackOff (at once, then 10 s doubling to 5 minutes),
+  else at once. Each container's last exit (code, start, end) is kept for its status.
 
 Without root or ``ip netns``, :class:`LocalCluster` runs the containers as plain processes on
 127.0.0.1 (``isolated`` is False): no per-pod interfaces, counters or /dev/shm, and the caller
@@ -60,6 +62,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trainyard.cluster.processes import CrashLoopBackOff
 from trainyard.contract import networks
 from trainyard.contract.errors import UserError
 from trainyard.contract.images import parse_image
@@ -149,6 +152,10 @@ class LocalPod:
     exit_codes: dict[str, int] = field(default_factory=dict)
     logs: dict[str, Path] = field(default_factory=dict)
     init_done: int = 0  # init containers that have completed, in order
+    started_at: dict[str, float] = field(default_factory=dict)  # container -> its running instance's start
+    last_exit: dict[str, tuple[int, float, float]] = field(default_factory=dict)  # code, start, end
+    restart_at: dict[str, float] = field(default_factory=dict)  # container -> when back-off ends
+    backoffs: dict[str, CrashLoopBackOff] = field(default_factory=dict)
 
     @property
     def ip(self) -> str:
@@ -187,12 +194,14 @@ class LocalCluster:
         nads: list[dict],
         entrypoints: dict[str, list[str]],  # image repository (docker.io/library/... form) -> command
         isolate: bool | None = None,
-        max_restarts: int = 3,
+        max_restarts: int | None = 3,
         base_env: dict[str, str] | None = None,
+        crashloop: bool = False,
     ) -> None:
         self.workdir = workdir
         self.entrypoints = entrypoints
         self.max_restarts = max_restarts
+        self.crashloop = crashloop
         self.base_env = base_env or {}
         available, why = isolation_available() if isolate in (None, True) else (False, "asked not to isolate")
         if isolate and not available:
@@ -432,6 +441,7 @@ class LocalCluster:
                 argv, env=full_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
             )
         pod.restarts.setdefault(name, 0)
+        pod.started_at[name] = time.time()
 
     def exec(self, pod: LocalPod, container: str, argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
         """Run ``argv`` inside a running container, as ``kubectl exec`` does: in the network and mount
@@ -450,6 +460,7 @@ class LocalCluster:
         return what happened."""
         events = []
         for pod in self.pods.values():
+            events += self._due_restarts(pod)
             policy = pod.spec["spec"].get("restartPolicy", "Always")
             if pod.init_done < len(pod.init_containers):
                 events += self._poll_init(pod, policy)
@@ -457,16 +468,43 @@ class LocalCluster:
             for container in pod.spec["spec"]["containers"]:
                 name = container["name"]
                 proc = pod.processes.get(name)
-                if proc is None or proc.poll() is None or name in pod.exit_codes:
+                if proc is None or proc.poll() is None or name in pod.exit_codes or name in pod.restart_at:
                     continue
-                code = proc.returncode
-                if code != 0 and policy in ("OnFailure", "Always") and pod.restarts[name] < self.max_restarts:
-                    pod.restarts[name] += 1
-                    events.append(f"{pod.name}/{name} exited with {code}; restarting ({pod.restarts[name]})")
-                    self._start_container(pod, container)
-                else:
-                    pod.exit_codes[name] = code
-                    events.append(f"{pod.name}/{name} exited with {code}")
+                again = self._exited(pod, container, proc.returncode, policy != "Never")
+                events.append(f"{pod.name}/{name} exited with {proc.returncode}{again}")
+        return events
+
+    def _exited(self, pod: LocalPod, container: dict, code: int, restartable: bool) -> str:
+        """Record an exit; start the container again (now, or when its back-off ends) or keep its
+        exit code for good. Returns what happens next, for the event."""
+        name = container["name"]
+        now = time.time()
+        pod.last_exit[name] = (code, pod.started_at.get(name, now), now)
+        if code == 0 or not restartable or (self.max_restarts is not None and pod.restarts[name] >= self.max_restarts):
+            pod.exit_codes[name] = code
+            return ""
+        at = pod.backoffs.setdefault(name, CrashLoopBackOff()).restart_at(now) if self.crashloop else now
+        if at > now:
+            pod.restart_at[name] = at
+            return f"; back-off {at - now:.0f} s before restarting it"
+        self._restart(pod, container)
+        return f"; restarting ({pod.restarts[name]})"
+
+    def _restart(self, pod: LocalPod, container: dict) -> None:
+        pod.restart_at.pop(container["name"], None)
+        pod.restarts[container["name"]] += 1
+        self._start_container(pod, container)
+
+    def _due_restarts(self, pod: LocalPod) -> list[str]:
+        """Start the containers whose back-off has ended."""
+        now = time.time()
+        events = []
+        for container in [*pod.init_containers, *pod.spec["spec"]["containers"]]:
+            name = container["name"]
+            at = pod.restart_at.get(name)
+            if at is not None and at <= now:
+                self._restart(pod, container)
+                events.append(f"{pod.name}/{name} restarted after its back-off ({pod.restarts[name]})")
         return events
 
     def _poll_init(self, pod: LocalPod, policy: str) -> list[str]:
@@ -475,23 +513,18 @@ class LocalCluster:
         container = pod.init_containers[pod.init_done]
         name = container["name"]
         proc = pod.processes.get(name)
-        if proc is None or proc.poll() is None or name in pod.exit_codes:
+        if proc is None or proc.poll() is None or name in pod.exit_codes or name in pod.restart_at:
             return []
         code = proc.returncode
+        again = self._exited(pod, container, code, policy != "Never")
         if code == 0:
-            pod.exit_codes[name] = 0
             pod.init_done += 1
             if pod.init_done < len(pod.init_containers):
                 self._start_container(pod, pod.init_containers[pod.init_done])
             else:
                 self._start_main(pod)
             return [f"{pod.name}/{name} (init) completed"]
-        if policy != "Never" and pod.restarts[name] < self.max_restarts:
-            pod.restarts[name] += 1
-            self._start_container(pod, container)
-            return [f"{pod.name}/{name} (init) exited with {code}; restarting ({pod.restarts[name]})"]
-        pod.exit_codes[name] = code
-        return [f"{pod.name}/{name} (init) exited with {code}; the pod fails"]
+        return [f"{pod.name}/{name} (init) exited with {code}{again or '; the pod fails'}"]
 
     def host_path(self, pod: LocalPod, path: str) -> Path | None:
         """Where ``path`` inside the pod's first container lives on this machine (its volume)."""

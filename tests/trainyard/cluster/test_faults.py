@@ -1,0 +1,133 @@
+"""A pod that fails its preflight, on the real control plane: the sandbox as the kubelet restarts
+the init container with its CrashLoopBackOff, the Job controller counts those restarts against
+the Job's backoffLimit and fails the Job, JobSet fails the JobSet, Trainer fails the TrainJob,
+Kueue finishes its Workload, the pods are deleted and stopped; the demo's watcher says each step
+as kubectl would."""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import time
+
+import pytest
+
+from trainyard.cluster.client import Kube
+from trainyard.repo.model import declared
+from trainyard.sandbox.clusterdemo import Watcher, _last_log, pod_status, sandbox_kubelet
+
+pytestmark = pytest.mark.cluster
+
+NAMESPACE = "ml-training"  # the dev cluster's training namespace: its quota, LocalQueue and webhook
+RUNTIME = "trainyard-tcp-fail-fast"
+TRAINJOBS = "/apis/trainer.kubeflow.org/v1alpha1"
+JOB_KINDS = (("trainer.kubeflow.org/v1alpha1", "trainjobs"), ("kubeflow.org/v1", "pytorchjobs"))
+
+
+def _broken_job(name: str) -> dict:
+    """A TrainJob whose preflight sees a variable NCCL no longer reads (a runtime patch on its init
+    container, as a user may write one): preflight fails it, exit 1, on every start."""
+    preflight = {"name": "preflight", "env": [{"name": "NCCL_LL_THRESHOLD", "value": "0"}]}
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"kueue.x-k8s.io/queue-name": "training"}},
+        "spec": {
+            "runtimeRef": {"name": RUNTIME},
+            "trainer": {
+                "numNodes": 1,
+                "resourcesPerNode": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "1Gi"}},
+                "args": ["--", "--max-steps", "2"],
+            },
+            "runtimePatches": [{
+                "manager": "trainyard.dev/test",
+                "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [{"name": "node", "template": {
+                    "spec": {"template": {"spec": {"initContainers": [preflight]}}}}}]}}},
+            }],
+        },
+    }  # fmt: skip
+
+
+def _fail_fast_runtime(kube: Kube) -> dict:
+    """The dev cluster's runtime with the Job's backoffLimit at 2 instead of its default 6: the
+    second restart fails the Job (the sixth comes after the kubelet's back-off of 0+10+20+40+80+160 s)."""
+    runtime = kube.get(f"{TRAINJOBS}/clustertrainingruntimes/trainyard-tcp")
+    spec = copy.deepcopy(runtime["spec"])
+    spec["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["backoffLimit"] = 2
+    meta = {"name": RUNTIME, "labels": runtime["metadata"].get("labels") or {}}
+    return {"apiVersion": runtime["apiVersion"], "kind": runtime["kind"], "metadata": meta, "spec": spec}
+
+
+def _failed(obj: dict) -> dict | None:
+    return next(
+        (
+            c
+            for c in (obj.get("status") or {}).get("conditions") or []
+            if c["type"] == "Failed" and c["status"] == "True"
+        ),
+        None,
+    )
+
+
+def test_a_pod_that_fails_its_preflight_fails_its_job_through_the_controllers(clusters, tmp_path):
+    started = clusters["dev"]
+    repo = clusters.repo
+    with started.client() as kube:
+        # the cluster's own jobs (synced from git) would run beside it: only this job's pods here
+        for api_version, plural in JOB_KINDS:
+            for obj in kube.get(f"/apis/{api_version}/namespaces/{NAMESPACE}/{plural}")["items"]:
+                kube.request("DELETE", f"/apis/{api_version}/namespaces/{NAMESPACE}/{plural}/{obj['metadata']['name']}")
+        kube.apply(_fail_fast_runtime(kube), manager="trainyard-test")
+        cm = kube.get("/api/v1/namespaces/argocd/configmaps/argocd-cm").get("data") or {}
+        watcher = Watcher(kube, NAMESPACE, cm)
+        said: list[str] = []
+        with sandbox_kubelet(kube, declared.load(repo, "dev"), tmp_path, said.append) as kubelet:
+            kubelet.register()
+            kubelet.provide_storage()
+            kubelet.start()
+            kube.create(_broken_job("broken-fabric"))
+            deadline = time.monotonic() + 180
+            states: set[str] = set()
+            trainjob: dict = {}
+            while time.monotonic() < deadline:
+                said += kubelet.step(0.3)
+                said += watcher.lines()
+                for pod in kube.get(f"/api/v1/namespaces/{NAMESPACE}/pods")["items"]:
+                    states.add(pod_status(pod)[0])
+                trainjob = kube.get(f"{TRAINJOBS}/namespaces/{NAMESPACE}/trainjobs/broken-fabric")
+                pods = kube.get(f"/api/v1/namespaces/{NAMESPACE}/pods")["items"]
+                if _failed(trainjob) and not pods and not kubelet.cluster.pods:  # deleted and stopped
+                    break
+            else:
+                pytest.fail("the TrainJob did not fail within 180 s:\n" + "\n".join(said[-40:]))
+            text = "\n".join(said)
+
+            # the kubelet: preflight exited 1, was started again at once, then after 10 s of back-off,
+            # which the API server held as kubectl shows it
+            assert "/preflight (init) exited with 1; restarting (1)" in text
+            assert "/preflight (init) exited with 1; back-off 10 s before restarting it" in text
+            assert "/preflight restarted after its back-off (2)" in text
+            assert "Init:CrashLoopBackOff" in states, states
+            # and the end of the log the demo shows for a failed job: preflight's own words
+            tail = _last_log(kubelet, "broken-fabric", argparse.Namespace(workdir=str(tmp_path)))
+            assert ".preflight.log" in tail and "NCCL_LL_THRESHOLD was removed in NCCL 2.5" in tail
+
+            # the Job controller: the restarts reached the backoffLimit
+            jobs = kube.get(f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs")["items"]
+            (job,) = [j for j in jobs if j["metadata"]["name"].startswith("broken-fabric-")]
+            assert _failed(job)["reason"] == "BackoffLimitExceeded"
+            # JobSet, Trainer and Kueue after it
+            jobset = kube.get(f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{NAMESPACE}/jobsets/broken-fabric")
+            assert _failed(jobset) is not None
+            assert _failed(trainjob) is not None
+            workloads = kube.get(f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{NAMESPACE}/workloads")["items"]
+            (workload,) = [w for w in workloads if w["metadata"]["name"].startswith("trainjob-broken-fabric-")]
+            finished = {c["type"]: c for c in workload["status"]["conditions"]}["Finished"]
+            assert finished["status"] == "True"
+
+            # what the demo prints: each failure with its controller's reason
+            assert f"api: Job {job['metadata']['name']}: Failed, 0 succeeded, 0 active (BackoffLimitExceeded:" in text
+            assert "api: JobSet broken-fabric: Failed (" in text
+            assert "api: TrainJob broken-fabric: Failed (" in text
+            assert "Finished" in next(line for line in reversed(said) if line.startswith("api: Workload"))
+        kube.request("DELETE", f"{TRAINJOBS}/namespaces/{NAMESPACE}/trainjobs/broken-fabric")
