@@ -267,3 +267,27 @@ def test_with_the_kubelets_crash_loop_a_failing_init_container_is_restarted_at_o
         assert not p.finished and "preflight" not in p.exit_codes, "OnFailure: the pod does not fail"
         events = cluster.poll()
         assert events == [] and p.restarts["preflight"] == 1, "not before its back-off ends"
+
+
+@needs_netns
+def test_a_recreated_jobset_pod_answers_for_its_hostname_and_a_removed_one_no_longer_does(tmp_path):
+    """A requeued job's new pod takes its hostname over from the old one still being stopped (its
+    headless Service lists the new endpoint), and a removed pod's names go from every hosts file."""
+    with LocalCluster(tmp_path, [], {}, isolate=True) as cluster:
+        (old,) = cluster.add_pods([jobset_pod(0)], "ml")
+        again = jobset_pod(0)
+        again["metadata"]["name"] = "job-node-0-0-fghij"
+        (new,) = cluster.add_pods([again], "ml")
+        (peer,) = cluster.add_pods([jobset_pod(1)], "ml")
+
+        def resolve(name: str) -> list[str]:
+            hosts = (Path("/etc/netns") / peer.netns / "hosts").read_text()
+            return [line.split()[0] for line in hosts.splitlines() if name in line.split()[1:]]
+
+        assert old.ip != new.ip
+        assert resolve("job-node-0-0.job") == [new.ip]
+        assert resolve("job-node-0-0-abcde") == [old.ip]
+        cluster.remove_pod(new.name, grace=0)
+        assert resolve("job-node-0-0.job") == [old.ip]
+        cluster.remove_pod(old.name, grace=0)
+        assert resolve("job-node-0-0.job") == [] and resolve("job-node-0-0-abcde") == []

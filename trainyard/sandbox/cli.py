@@ -43,6 +43,12 @@ def register(add_parser: AddParser) -> None:
     )
     p.add_argument("--no-fault", action="store_true", help="do not kill a training process halfway")
     p.add_argument(
+        "--lose-node",
+        action="store_true",
+        help="on the control plane: instead of killing a container, lose the worker's node halfway (its Node "
+        "deleted, its pods dead); Kueue evicts and requeues the job, the node returns, the job resumes",
+    )
+    p.add_argument(
         "--no-netns",
         action="store_true",
         help="run the pods as plain local processes on 127.0.0.1 (what happens without root or iproute2)",
@@ -70,7 +76,11 @@ def _demo(args: argparse.Namespace) -> int:
     from trainyard.sandbox import clusterdemo, demo
 
     if args.offline or args.admission == "policy":
+        if args.lose_node:
+            raise UserError("--lose-node: only on the control plane (without --offline and --admission policy)")
         return demo.main(args)
+    if args.lose_node and args.no_fault:
+        raise UserError("--lose-node and --no-fault: choose one")
     offline_only = [flag for flag, value in (("--no-netns", args.no_netns), ("--max-steps", args.max_steps),
                     ("--checkpoint-every", args.checkpoint_every), ("--summary", args.summary)) if value]  # fmt: skip
     if offline_only:

@@ -65,9 +65,11 @@ class Outcome:
     job: str
     seconds: float = 0.0
     states: dict[str, str] = field(default_factory=dict)  # job -> final state
-    killed: str = ""
+    killed: str = ""  # the pod whose container was killed, or the node lost
     resumed_from: int | None = None
     restarts: int = 0
+    lost_node: str = ""
+    evicted: str = ""  # Kueue's reason and message when it evicted the workload
 
 
 def _api(kind: str, api_version: str, plural: str, namespace: str) -> str:
@@ -83,8 +85,8 @@ def _condition(obj: dict, kind: str) -> bool:
 
 def _state(obj: dict) -> str:
     """A one-word state, as kubectl's columns show it."""
-    for kind in ("Complete", "Succeeded", "Failed", "Finished", "Completed", "Admitted", "QuotaReserved", "Running",
-                 "Suspended", "Created"):  # fmt: skip
+    for kind in ("Complete", "Succeeded", "Failed", "Finished", "Completed", "Evicted", "Admitted", "QuotaReserved",
+                 "Running", "Suspended", "Created"):  # fmt: skip
         if _condition(obj, kind):
             return kind
     phase = (obj.get("status") or {}).get("phase")
@@ -144,18 +146,18 @@ class Watcher:
                     values = (s.get("valuesPerLevel") or [{}])[-1].get("individual") or {}
                     domains += [values.get("prefix", "") + r for r in values.get("roots") or []]
             where = f" into {', '.join(domains)}" if domains else ""
-            return f"{_state(obj)}{where}{_why_failed(obj)}"
+            return f"{_state(obj)}{where}{_why(obj, 'Failed')}{_why(obj, 'Evicted')}"
         if kind == "Job":
             counts = f"{status.get('succeeded', 0)} succeeded, {status.get('active', 0)} active"
-            return f"{_state(obj)}, {counts}{_why_failed(obj)}"
-        return f"{_state(obj)}{_why_failed(obj)}"
+            return f"{_state(obj)}, {counts}{_why(obj, 'Failed')}"
+        return f"{_state(obj)}{_why(obj, 'Failed')}"
 
 
-def _why_failed(obj: dict) -> str:
-    """The reason and message of a Failed condition (a Job's BackoffLimitExceeded, the JobSet and
-    TrainJob after it), as the controller wrote them."""
+def _why(obj: dict, kind: str) -> str:
+    """The reason and message of a condition that holds (Failed: a Job's BackoffLimitExceeded, the
+    JobSet and TrainJob after it; Evicted: Kueue's), as the controller wrote them."""
     for c in (obj.get("status") or {}).get("conditions") or []:
-        if c.get("type") == "Failed" and c.get("status") == "True":
+        if c.get("type") == kind and c.get("status") == "True":
             return f" ({c.get('reason', '')}: {c.get('message', '')})"
     return ""
 
@@ -316,7 +318,7 @@ def _follow(kubelet: Kubelet, watcher: Watcher, kube: Kube, namespace: str, job:
     """Steps 4 to 6: until the job and the namespace's other jobs have ended."""
     log: RunLogFollower | None = None
     restarts = {d.name: 0 for d in daemons if d.name in CONTROLLERS}
-    training_said = shown_fabric = False
+    training_said = shown_fabric = waiting_said = False
     max_steps = 0
     while True:
         if time.monotonic() > deadline:
@@ -359,12 +361,36 @@ def _follow(kubelet: Kubelet, watcher: Watcher, kube: Kube, namespace: str, job:
                     say(f"      done: step {record.step}, loss {record.loss:.4f}")
             committed = log.committed()
             halfway = committed and max_steps // 2 <= committed[-1] < max_steps
+            if halfway and args.lose_node:
+                # the node goes once the namespace's other jobs are done, so that only this job meets
+                # it (a v1 job's master there would be run again alone when the node returns)
+                others = {k: v for k, v in _job_states(kube, namespace).items() if k != job}
+                running = sorted(k for k, v in others.items() if v not in ("Complete", "Succeeded", "Failed"))
+                if running and not waiting_said:
+                    waiting_said = True
+                    say(f"      fault: the node goes once {', '.join(running)} has ended (only {job} meets it)")
+                halfway = not running
             if not args.no_fault and not outcome.killed and halfway and len(ours) > 1:
                 victim = ours[-1]  # not node rank 0's pod: it hosts the rendezvous
-                pid = _kill_container(kubelet.cluster, victim)
-                outcome.killed = victim.name
-                say(f"      fault: kill -9 of {victim.name}'s container (pid {pid}) after step {committed[-1]} "
-                    "was committed; its restartPolicy restarts it")  # fmt: skip
+                if args.lose_node:
+                    node = next(t.node for t in kubelet.pods.values() if t.local is victim)
+                    outcome.killed = outcome.lost_node = node
+                    say(f"      fault: node {node} lost after step {committed[-1]} was committed (its machine gone "
+                        "with its pods, its Node deleted)")  # fmt: skip
+                    for line in kubelet.lose(node):
+                        say(f"      kubelet: {line}")
+                else:
+                    pid = _kill_container(kubelet.cluster, victim)
+                    outcome.killed = victim.name
+                    say(f"      fault: kill -9 of {victim.name}'s container (pid {pid}) after step {committed[-1]} "
+                        "was committed; its restartPolicy restarts it")  # fmt: skip
+        if outcome.lost_node and not outcome.evicted:
+            evicted = _evicted(kube, namespace, job)
+            if evicted:
+                outcome.evicted = evicted
+                say(f"      Kueue evicted the workload ({evicted}) and requeued it; the node returns:")
+                kubelet.register()
+                say(f"      kubelet: node {outcome.lost_node} registered again, Ready")
         states = _job_states(kube, namespace)
         if job in states and all(s in ("Complete", "Succeeded", "Failed") for s in states.values()):
             outcome.states = states
@@ -374,6 +400,16 @@ def _follow(kubelet: Kubelet, watcher: Watcher, kube: Kube, namespace: str, job:
             break
     if outcome.states[job] == "Failed":
         raise UserError(f"job {job} failed (its controller's reason above){_last_log(kubelet, job, args)}")
+
+
+def _evicted(kube: Kube, namespace: str, job: str) -> str:
+    """Kueue's reason and message when it has evicted the job's Workload, else ''."""
+    for w in kube.get(_api("Workload", "kueue.x-k8s.io/v1beta2", "workloads", namespace))["items"]:
+        if any(o.get("name") == job for o in w["metadata"].get("ownerReferences") or []):
+            for c in (w.get("status") or {}).get("conditions") or []:
+                if c["type"] == "Evicted" and c["status"] == "True":
+                    return f"{c.get('reason', '')}: {c.get('message', '')}"
+    return ""
 
 
 def _last_log(kubelet: Kubelet, job: str, args: argparse.Namespace) -> str:
@@ -411,7 +447,12 @@ def report(outcome: Outcome) -> None:
     say(f"== report: {outcome.job}")
     for name, state in sorted(outcome.states.items()):
         say(f"   {name}: {state}")
-    if outcome.killed:
+    if outcome.lost_node:
+        say(
+            f"   fault: node {outcome.lost_node} lost; Kueue evicted the workload ({outcome.evicted}), requeued "
+            f"it and admitted it again once the node returned; resumed from committed step {outcome.resumed_from}"
+        )
+    elif outcome.killed:
         say(f"   fault: {outcome.killed}'s container killed; container restarts {outcome.restarts}; "
             f"resumed from committed step {outcome.resumed_from}")  # fmt: skip
     say(f"   total time {outcome.seconds:.0f} s")
@@ -424,6 +465,11 @@ def main(args: argparse.Namespace) -> int:
         print("interrupted; everything the demo started was stopped and removed", file=sys.stderr)
         return 130
     report(outcome)
+    if args.lose_node and not outcome.lost_node:
+        raise UserError(
+            "--lose-node: the namespace's other jobs were still running at the job's last checkpoint, so no node "
+            "was lost; run it again, or a longer job (--job)"
+        )
     if outcome.killed and outcome.resumed_from is None:
         raise UserError("the killed worker's job did not resume from a checkpoint")
     return 0

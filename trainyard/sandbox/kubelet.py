@@ -171,7 +171,12 @@ class Kubelet:
                     raise
             got = self.kube.get(f"/api/v1/nodes/{name}")
             self._patch_status(f"/api/v1/nodes/{name}/status", node_status(name, node["status"]["capacity"]))
+            joined = name not in self.nodes
             self.nodes[name] = got
+            if joined:  # what is bound to it already, as a kubelet's first list: a pod left being deleted among them
+                bound = self.kube.get("/api/v1/pods", params={"fieldSelector": f"spec.nodeName={name}"})
+                for pod in bound["items"]:
+                    self.events.put(("SYNC", pod))
         self.renew(force=True)
         return list(self.nodes)
 
@@ -287,11 +292,14 @@ class Kubelet:
         """Handle what the watch saw, advance the pods, report; returns what happened."""
         said: list[str] = []
         deadline = time.monotonic() + timeout
+        latest: dict[str, tuple[str, dict]] = {}  # by uid: only a pod's newest state counts, as in an informer
         while True:
             try:
                 kind, pod = self.events.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 break
+            latest[pod["metadata"]["uid"]] = (kind, pod)
+        for kind, pod in latest.values():
             said += self._event(kind, pod)
         said += [f"pod event: {e}" for e in self.cluster.poll()]
         for tracked in list(self.pods.values()):
@@ -333,6 +341,18 @@ class Kubelet:
         if tracked.local is not None:
             self.cluster.remove_pod(tracked.local.name, grace=0)
         self.pods.pop(tracked.uid, None)
+
+    def lose(self, node: str) -> list[str]:
+        """``node``'s machine is gone: its containers die with it (SIGKILL, nothing reported),
+        its Lease is no longer renewed and its Node is deleted, as the cloud provider's node
+        controller deletes the Node of a machine that no longer exists. ``register`` brings it back."""
+        self.nodes.pop(node)
+        said = []
+        for tracked in [t for t in self.pods.values() if t.node == node]:
+            self._forget(tracked)
+            said.append(f"{tracked.name}: lost with {node}")
+        self.kube.delete({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}})
+        return [*said, f"node {node}: gone (its Node deleted)"]
 
     def keep_ready(self, stop: threading.Event) -> threading.Thread:
         """Renew the nodes' Leases in a thread until ``stop``, running no pods: nodes for the

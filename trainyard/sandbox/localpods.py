@@ -274,14 +274,26 @@ class LocalCluster:
                 self._network(pod)
             self.pods[name] = pod
             created.append(pod)
-        hosts = "127.0.0.1 localhost\n" + "".join(f"{p.ip} {' '.join(p.dns_names)}\n" for p in self.pods.values())
+        self._write_hosts()
+        return created
+
+    def _write_hosts(self) -> None:
+        """Every pod's hosts file and the DNS shim: each name at the address of the newest pod that
+        has it. A JobSet pod recreated under its old hostname (a restarted or requeued job) answers
+        for it at once, as its headless Service's endpoints drop a terminating pod."""
+        names: dict[str, str] = {}
+        for p in self.pods.values():  # in the order they were added: the newest last, and kept
+            names.update(dict.fromkeys(p.dns_names, p.ip))
+        by_ip: dict[str, list[str]] = {}
+        for name, ip in names.items():
+            by_ip.setdefault(ip, []).append(name)
+        hosts = "127.0.0.1 localhost\n" + "".join(f"{ip} {' '.join(n)}\n" for ip, n in by_ip.items())
         self._dns_shim(hosts)
         if self.isolated:
             for p in self.pods.values():
                 etc = Path("/etc/netns") / p.netns
                 etc.mkdir(parents=True, exist_ok=True)
                 (etc / "hosts").write_text(hosts)
-        return created
 
     def _dns_shim(self, hosts: str) -> None:
         """``nslookup NAME`` that succeeds when NAME is a pod's name, as cluster DNS would."""
@@ -560,6 +572,7 @@ class LocalCluster:
             proc.wait()
         if pod.netns:
             _remove({"netns": [pod.netns], "etc": [pod.netns]})
+        self._write_hosts()  # its names no longer answer
 
     # -- teardown
 

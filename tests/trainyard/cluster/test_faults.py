@@ -1,20 +1,28 @@
-"""A pod that fails its preflight, on the real control plane: the sandbox as the kubelet restarts
-the init container with its CrashLoopBackOff, the Job controller counts those restarts against
-the Job's backoffLimit and fails the Job, JobSet fails the JobSet, Trainer fails the TrainJob,
-Kueue finishes its Workload, the pods are deleted and stopped; the demo's watcher says each step
-as kubectl would."""
+"""Faults on the real control plane, with the sandbox as the nodes' kubelet and the demo's watcher
+saying each step as kubectl would.
+
+- A pod that fails its preflight: the kubelet restarts the init container with its
+  CrashLoopBackOff, the Job controller counts those restarts against the Job's backoffLimit and
+  fails the Job, JobSet fails the JobSet, Trainer fails the TrainJob, Kueue finishes its Workload,
+  the pods are deleted and stopped.
+- A node lost (``make demo DEMO=--lose-node`` does the same): Kueue's TAS node controller finds no
+  replacement in the topology and evicts the Workload, which it requeues; the pods go; when the
+  node returns Kueue admits the Workload again and the new pods resume from the checkpoint."""
 
 from __future__ import annotations
 
 import argparse
 import copy
+import re
 import time
 
 import pytest
 
 from trainyard.cluster.client import Kube
+from trainyard.contract import reports
 from trainyard.repo.model import declared
 from trainyard.sandbox.clusterdemo import Watcher, _last_log, pod_status, sandbox_kubelet
+from trainyard.sandbox.demo import RunLogFollower, trainer_config
 
 pytestmark = pytest.mark.cluster
 
@@ -69,14 +77,18 @@ def _failed(obj: dict) -> dict | None:
     )
 
 
+def _only_this_test(kube: Kube) -> None:
+    """The cluster's own jobs (synced from git) would run beside the test's: deleted."""
+    for api_version, plural in JOB_KINDS:
+        for obj in kube.get(f"/apis/{api_version}/namespaces/{NAMESPACE}/{plural}")["items"]:
+            kube.request("DELETE", f"/apis/{api_version}/namespaces/{NAMESPACE}/{plural}/{obj['metadata']['name']}")
+
+
 def test_a_pod_that_fails_its_preflight_fails_its_job_through_the_controllers(clusters, tmp_path):
     started = clusters["dev"]
     repo = clusters.repo
     with started.client() as kube:
-        # the cluster's own jobs (synced from git) would run beside it: only this job's pods here
-        for api_version, plural in JOB_KINDS:
-            for obj in kube.get(f"/apis/{api_version}/namespaces/{NAMESPACE}/{plural}")["items"]:
-                kube.request("DELETE", f"/apis/{api_version}/namespaces/{NAMESPACE}/{plural}/{obj['metadata']['name']}")
+        _only_this_test(kube)
         kube.apply(_fail_fast_runtime(kube), manager="trainyard-test")
         cm = kube.get("/api/v1/namespaces/argocd/configmaps/argocd-cm").get("data") or {}
         watcher = Watcher(kube, NAMESPACE, cm)
@@ -131,3 +143,87 @@ def test_a_pod_that_fails_its_preflight_fails_its_job_through_the_controllers(cl
             assert "api: TrainJob broken-fabric: Failed (" in text
             assert "Finished" in next(line for line in reversed(said) if line.startswith("api: Workload"))
         kube.request("DELETE", f"{TRAINJOBS}/namespaces/{NAMESPACE}/trainjobs/broken-fabric")
+
+
+def _smoke_job(name: str) -> dict:
+    """A two-node TrainJob like the dev cluster's smoke-ddp: one GPU a node, so it needs both."""
+    args = ["--", "--model", "tiny", "--data", "synthetic", "--max-steps", "120", "--checkpoint-every", "20",
+            "--log-every", "20", "--checkpoint-dir", f"/checkpoints/{name}"]  # fmt: skip
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"kueue.x-k8s.io/queue-name": "training"}},
+        "spec": {
+            "runtimeRef": {"name": "trainyard-tcp"},
+            "trainer": {
+                "numNodes": 2,
+                "numProcPerNode": 1,
+                "args": args,
+                "resourcesPerNode": {"limits": {"nvidia.com/gpu": 1, "cpu": "2", "memory": "4Gi"}},
+            },
+        },
+    }
+
+
+def _holds(obj: dict, kind: str) -> dict | None:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c["type"] == kind and c["status"] == "True"), None)
+
+
+def test_a_lost_node_makes_kueue_evict_and_requeue_the_job_which_resumes_when_the_node_returns(clusters, tmp_path):
+    job = "node-loss"
+    with clusters["dev"].client() as kube:
+        _only_this_test(kube)
+        cm = kube.get("/api/v1/namespaces/argocd/configmaps/argocd-cm").get("data") or {}
+        watcher = Watcher(kube, NAMESPACE, cm)
+        said: list[str] = []
+        with sandbox_kubelet(kube, declared.load(clusters.repo, "dev"), tmp_path, said.append) as kubelet:
+            kubelet.register()
+            kubelet.provide_storage()
+            kubelet.start()
+            kube.create(_smoke_job(job))
+            log: RunLogFollower | None = None
+            lost_after: int | None = None
+            evicted: dict | None = None
+            trainjob: dict = {}
+            deadline = time.monotonic() + 240
+            while time.monotonic() < deadline:
+                said += kubelet.step(0.3)
+                said += watcher.lines()
+                pods = [t.local for t in kubelet.pods.values() if t.local is not None and t.name.startswith(job)]
+                if log is None and pods:
+                    _, cfg = trainer_config(pods[0].spec)
+                    path = kubelet.cluster.host_path(pods[0], str(cfg.metrics_path))
+                    log = RunLogFollower(path) if path else None
+                if log is not None:
+                    log.read()
+                if lost_after is None and log is not None and log.committed():
+                    lost_after = log.committed()[-1]
+                    said += kubelet.lose("lab-gpu-1")
+                if lost_after is not None and evicted is None:
+                    workloads = kube.get(f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{NAMESPACE}/workloads")["items"]
+                    ours = [w for w in workloads if w["metadata"]["name"].startswith(f"trainjob-{job}-")]
+                    evicted = _holds(ours[0], "Evicted") if ours else None
+                    if evicted is not None:
+                        kubelet.register()  # the node returns
+                trainjob = kube.get(f"{TRAINJOBS}/namespaces/{NAMESPACE}/trainjobs/{job}")
+                if _holds(trainjob, "Complete") or _failed(trainjob):
+                    break
+            said += watcher.lines()
+            text = "\n".join(said)
+            assert _holds(trainjob, "Complete"), text[-6000:]
+            # the node's pod died with it; Kueue found no replacement for it and evicted the job
+            assert re.search(r"node-loss-node-0-1-\w+: lost with lab-gpu-1", text)
+            assert evicted is not None and evicted["reason"] == "NodeFailures"
+            assert (
+                evicted["message"]
+                == "Workload was evicted as there was no replacement for unhealthy node(s): lab-gpu-1"
+            )
+            assert re.search(r"api: Workload trainjob-node-loss-\w+: Evicted .*\(NodeFailures: ", text)
+            # requeued and admitted again once the node was back; new pods resumed from the commit
+            admitted = [line for line in said if re.match(r"api: Workload trainjob-node-loss-\w+: Admitted", line)]
+            assert len(admitted) == 2, admitted
+            resumes = [e for e in log.events if isinstance(e, reports.Resume)]
+            assert [(r.step, r.world_size) for r in resumes] == [(lost_after, 2)]
+            assert re.search(r"api: Workload trainjob-node-loss-\w+: Finished", text)
+        kube.request("DELETE", f"{TRAINJOBS}/namespaces/{NAMESPACE}/trainjobs/{job}")
