@@ -253,9 +253,8 @@ def run_trainjob(job: Resource, ctx: Context) -> TrainJobRun:
     runtime = trainjob.find_runtime(doc, ctx.runtimes)
     problems = trainjob.admission_problems(doc, runtime)
     if runtime is None and not problems:
-        _, kind, name = trainjob.runtime_ref(doc)
         known = ", ".join(sorted(name_of(r) for r in ctx.runtimes)) or "none"
-        problems = [f"spec.runtimeRef: no {kind} {name!r} on cluster {ctx.cluster} (known: {known})"]
+        problems = [f"{trainjob.missing_runtime(doc)} (runtimes on cluster {ctx.cluster}: {known})"]
     if problems:
         raise trainjob.TrainJobError("; ".join(problems))
     uid = jobset.stand_in_uid("TrainJob", namespace_of(doc), name_of(doc))

@@ -96,6 +96,21 @@ def find_runtime(job: dict, runtimes: list[dict]) -> dict | None:
     return None
 
 
+def missing_runtime(job: dict) -> str:
+    """Trainer's refusal of a TrainJob whose runtime does not exist: the API's NotFound for it,
+    then its sentence (kubeflow/trainer@v2.3.0: pkg/runtime/core/clustertrainingruntime.go and
+    trainingruntime.go, ValidateObjects). Kueue's webhook, which kube-apiserver may hear first,
+    says ``runtime 'NAME' not found`` (kueue@v0.19.2: pkg/controller/jobs/trainjob/
+    trainjob_controller.go, podSets via its webhook)."""
+    _, kind, name = runtime_ref(job)
+    camel = kind[0].lower() + kind[1:]
+    # the NotFound of controller-runtime's cache names the kind, not the resource
+    return (
+        f'spec.runtimeRef: {kind}.{API_GROUP} "{name}" not found: specified {camel} must be created before the '
+        "TrainJob is created"
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # Admission
 

@@ -109,4 +109,8 @@ def test_runtimes_follow_the_fabrics_a_cluster_offers(repo_copy):
     assert any("runtime trainyard-roce is for fabric roce, which this cluster does not offer" in e for e in errors)
     assert any("fabric tcp is offered here but its runtime trainyard-tcp is not installed" in w for w in warnings)
     # and the dev TrainJob, whose runtime is gone, is refused with the runtimes there are
-    assert any("no ClusterTrainingRuntime 'trainyard-tcp' on cluster dev (known: trainyard-roce)" in e for e in errors)
+    missing = 'ClusterTrainingRuntime.trainer.kubeflow.org "trainyard-tcp" not found: specified clusterTrainingRuntime'
+    assert any(
+        missing in e and "created before the TrainJob is created (runtimes on cluster dev: trainyard-roce)" in e
+        for e in errors
+    )

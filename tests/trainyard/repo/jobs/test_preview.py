@@ -113,4 +113,5 @@ def test_preview_cli_refuses_a_trainjob_with_an_unknown_runtime(repo_copy, capsy
     assert main(["preview", "overlays/dev/jobs/smoke-ddp"]) == 2
     err = capsys.readouterr().err
     assert "TrainJob ml-training/smoke-ddp" in err
-    assert "no ClusterTrainingRuntime 'trainyard-roce' on cluster dev (known: trainyard-tcp)" in err
+    assert 'ClusterTrainingRuntime.trainer.kubeflow.org "trainyard-roce" not found' in err
+    assert "must be created before the TrainJob is created (runtimes on cluster dev: trainyard-tcp)" in err
