@@ -291,3 +291,23 @@ def test_a_recreated_jobset_pod_answers_for_its_hostname_and_a_removed_one_no_lo
         assert resolve("job-node-0-0.job") == [old.ip]
         cluster.remove_pod(old.name, grace=0)
         assert resolve("job-node-0-0.job") == [] and resolve("job-node-0-0-abcde") == []
+
+
+@needs_netns
+def test_a_pod_has_its_hostname_and_resolves_it_to_its_own_address(tmp_path):
+    """As under a container runtime: ``gethostname()`` is the pod's hostname and the pod's hosts
+    file resolves it (torchrun's c10d rendezvous asks both to decide whether it hosts the store)."""
+    entry = {"registry.example.com/ml/trainer": [sys.executable]}
+    spec = jobset_pod(0)
+    spec["spec"]["initContainers"] = []
+    spec["spec"]["containers"][0]["args"] = ["-c", "import time; print('up', flush=True); time.sleep(60)"]
+    with LocalCluster(tmp_path, [], entry, isolate=True) as cluster:
+        (p,) = cluster.add_pods([spec], "ml")
+        cluster.start(p)
+        deadline = time.monotonic() + 30  # exec enters the namespaces the container is in once it runs
+        while "up\n" not in p.logs["node"].read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        probe = "import socket; h = socket.gethostname(); print(h, socket.getaddrinfo(h, None)[0][4][0])"
+        done = cluster.exec(p, "node", [sys.executable, "-c", probe])
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split() == ["job-node-0-0", p.ip]

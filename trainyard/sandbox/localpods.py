@@ -83,8 +83,9 @@ def isolation_available() -> tuple[bool, str]:
         return False, "not running as root"
     if shutil.which("ip") is None:
         return False, "the 'ip' command (iproute2) is not installed"
-    if shutil.which("nsenter") is None:
-        return False, "the 'nsenter' command (util-linux) is not installed"
+    for tool in ("nsenter", "unshare"):
+        if shutil.which(tool) is None:
+            return False, f"the '{tool}' command (util-linux) is not installed"
     probe = f"typrobe{os.getpid()}"
     r = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
     if r.returncode != 0:
@@ -293,7 +294,9 @@ class LocalCluster:
             for p in self.pods.values():
                 etc = Path("/etc/netns") / p.netns
                 etc.mkdir(parents=True, exist_ok=True)
-                (etc / "hosts").write_text(hosts)
+                # and its own hostname, as the kubelet's /etc/hosts of a pod has it
+                own = f"{p.ip} {p.hostname}\n" if names.get(p.hostname) != p.ip else ""
+                (etc / "hosts").write_text(hosts + own)
 
     def _dns_shim(self, hosts: str) -> None:
         """``nslookup NAME`` that succeeds when NAME is a pod's name, as cluster DNS would."""
@@ -444,8 +447,12 @@ class LocalCluster:
         log.parent.mkdir(parents=True, exist_ok=True)
         pod.logs[name] = log
         if self.isolated:
-            setup = 'mount -t tmpfs -o "size=$0" tmpfs /dev/shm && exec "$@"' if shm else 'exec "$@"'
-            argv = ["ip", "netns", "exec", pod.netns, "sh", "-c", setup, str(shm or 0), *argv]
+            # the pod's own UTS namespace with its hostname, as a container runtime gives it:
+            # torchrun resolves gethostname() to decide whether it hosts the c10d store
+            setup = 'hostname "$1" && shift && '
+            setup += 'mount -t tmpfs -o "size=$0" tmpfs /dev/shm && exec "$@"' if shm else 'exec "$@"'
+            argv = ["ip", "netns", "exec", pod.netns, "unshare", "--uts", "--", "sh", "-c", setup, str(shm or 0),
+                    pod.hostname, *argv]  # fmt: skip
         with open(log, "ab") as out:
             out.write(f"--- start {time.strftime('%H:%M:%S')}: {' '.join(argv)}\n".encode())
             out.flush()
@@ -464,7 +471,7 @@ class LocalCluster:
             raise UserError(f"pod {pod.name}: container {container} is not running")
         argv, env = self._process(pod, spec, argv)
         if self.isolated:
-            argv = ["nsenter", "--target", str(proc.pid), "--mount", "--net", "--", *argv]
+            argv = ["nsenter", "--target", str(proc.pid), "--mount", "--net", "--uts", "--", *argv]
         return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout)
 
     def poll(self) -> list[str]:
