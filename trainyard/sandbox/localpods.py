@@ -14,7 +14,10 @@ of their contracts that a training job relies on, and no more:
   ``ip netns exec`` mounts over ``/etc/hosts``), as the job's headless service would. Containers
   find an ``nslookup`` first on their PATH that answers from the same names, the way cluster DNS
   answers the Training Operator's init container, which waits for the master with ``nslookup``
-  (kubeflow/trainer@v1.9.4:pkg/controller.v1/pytorch/initcontainer.go).
+  (kubeflow/trainer@v1.9.4:pkg/controller.v1/pytorch/initcontainer.go). A name two pods share (a
+  JobSet pod recreated under its hostname) answers with the newest; a removed pod's names go.
+  Each container has the pod's hostname in a UTS namespace of its own, which its hosts file
+  resolves to its address, as the kubelet's /etc/hosts of a pod does.
 - Containers: each container runs as a process group from its final spec: ``command`` (or the
   image's entrypoint, from ``entrypoints``) and ``args`` with ``$(VAR)`` expanded from the
   container's env as the kubelet expands them, and exactly the container's env (``valueFrom``
