@@ -388,6 +388,8 @@ def _follow(kubelet: Kubelet, watcher: Watcher, kube: Kube, namespace: str, job:
             evicted = _evicted(kube, namespace, job)
             if evicted:
                 outcome.evicted = evicted
+                for line in watcher.lines():  # while it is evicted: Kueue admits it again once the node is back
+                    say(f"      {line}")
                 say(f"      Kueue evicted the workload ({evicted}) and requeued it; the node returns:")
                 kubelet.register()
                 say(f"      kubelet: node {outcome.lost_node} registered again, Ready")

@@ -15,9 +15,11 @@ import argparse
 import copy
 import re
 import time
+from collections.abc import Iterator
 
 import pytest
 
+from tests.trainyard.cluster.conftest import Clusters
 from trainyard.cluster.client import Kube
 from trainyard.contract import reports
 from trainyard.repo.model import declared
@@ -77,6 +79,17 @@ def _failed(obj: dict) -> dict | None:
     )
 
 
+@pytest.fixture(scope="module")
+def own(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clusters]:
+    """A dev cluster of this module's own: its tests delete the jobs git synced into it, which the
+    session's clusters keep for the other modules."""
+    c = Clusters(tmp_path_factory.mktemp("faults"))
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
 def _only_this_test(kube: Kube) -> None:
     """The cluster's own jobs (synced from git) would run beside the test's: deleted."""
     for api_version, plural in JOB_KINDS:
@@ -84,9 +97,9 @@ def _only_this_test(kube: Kube) -> None:
             kube.request("DELETE", f"/apis/{api_version}/namespaces/{NAMESPACE}/{plural}/{obj['metadata']['name']}")
 
 
-def test_a_pod_that_fails_its_preflight_fails_its_job_through_the_controllers(clusters, tmp_path):
-    started = clusters["dev"]
-    repo = clusters.repo
+def test_a_pod_that_fails_its_preflight_fails_its_job_through_the_controllers(own, tmp_path):
+    started = own["dev"]
+    repo = own.repo
     with started.client() as kube:
         _only_this_test(kube)
         kube.apply(_fail_fast_runtime(kube), manager="trainyard-test")
@@ -112,6 +125,7 @@ def test_a_pod_that_fails_its_preflight_fails_its_job_through_the_controllers(cl
                     break
             else:
                 pytest.fail("the TrainJob did not fail within 180 s:\n" + "\n".join(said[-40:]))
+            said += watcher.lines()  # the end states, as they are now
             text = "\n".join(said)
 
             # the kubelet: preflight exited 1, was started again at once, then after 10 s of back-off,
@@ -141,7 +155,8 @@ def test_a_pod_that_fails_its_preflight_fails_its_job_through_the_controllers(cl
             assert f"api: Job {job['metadata']['name']}: Failed, 0 succeeded, 0 active (BackoffLimitExceeded:" in text
             assert "api: JobSet broken-fabric: Failed (" in text
             assert "api: TrainJob broken-fabric: Failed (" in text
-            assert "Finished" in next(line for line in reversed(said) if line.startswith("api: Workload"))
+            workload_lines = [line for line in said if line.startswith("api: Workload trainjob-broken-fabric-")]
+            assert "Finished" in workload_lines[-1]
         kube.request("DELETE", f"{TRAINJOBS}/namespaces/{NAMESPACE}/trainjobs/broken-fabric")
 
 
@@ -170,14 +185,14 @@ def _holds(obj: dict, kind: str) -> dict | None:
     return next((c for c in conditions if c["type"] == kind and c["status"] == "True"), None)
 
 
-def test_a_lost_node_makes_kueue_evict_and_requeue_the_job_which_resumes_when_the_node_returns(clusters, tmp_path):
+def test_a_lost_node_makes_kueue_evict_and_requeue_the_job_which_resumes_when_the_node_returns(own, tmp_path):
     job = "node-loss"
-    with clusters["dev"].client() as kube:
+    with own["dev"].client() as kube:
         _only_this_test(kube)
         cm = kube.get("/api/v1/namespaces/argocd/configmaps/argocd-cm").get("data") or {}
         watcher = Watcher(kube, NAMESPACE, cm)
         said: list[str] = []
-        with sandbox_kubelet(kube, declared.load(clusters.repo, "dev"), tmp_path, said.append) as kubelet:
+        with sandbox_kubelet(kube, declared.load(own.repo, "dev"), tmp_path, said.append) as kubelet:
             kubelet.register()
             kubelet.provide_storage()
             kubelet.start()
@@ -205,6 +220,7 @@ def test_a_lost_node_makes_kueue_evict_and_requeue_the_job_which_resumes_when_th
                     ours = [w for w in workloads if w["metadata"]["name"].startswith(f"trainjob-{job}-")]
                     evicted = _holds(ours[0], "Evicted") if ours else None
                     if evicted is not None:
+                        said += watcher.lines()  # while it is evicted: Kueue admits it again at once after
                         kubelet.register()  # the node returns
                 trainjob = kube.get(f"{TRAINJOBS}/namespaces/{NAMESPACE}/trainjobs/{job}")
                 if _holds(trainjob, "Complete") or _failed(trainjob):
