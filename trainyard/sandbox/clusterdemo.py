@@ -77,10 +77,14 @@ def _api(kind: str, api_version: str, plural: str, namespace: str) -> str:
     return f"{base}/namespaces/{namespace}/{plural}"
 
 
+def holding(obj: dict, kind: str) -> dict | None:
+    """The condition ``kind`` of ``obj`` when it holds (status True), else None."""
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c.get("type") == kind and c.get("status") == "True"), None)
+
+
 def _condition(obj: dict, kind: str) -> bool:
-    return any(
-        c.get("type") == kind and c.get("status") == "True" for c in (obj.get("status") or {}).get("conditions") or []
-    )
+    return holding(obj, kind) is not None
 
 
 def _state(obj: dict) -> str:
@@ -156,10 +160,12 @@ class Watcher:
 def _why(obj: dict, kind: str) -> str:
     """The reason and message of a condition that holds (Failed: a Job's BackoffLimitExceeded, the
     JobSet and TrainJob after it; Evicted: Kueue's), as the controller wrote them."""
-    for c in (obj.get("status") or {}).get("conditions") or []:
-        if c.get("type") == kind and c.get("status") == "True":
-            return f" ({c.get('reason', '')}: {c.get('message', '')})"
-    return ""
+    c = holding(obj, kind)
+    return f" ({_reason(c)})" if c else ""
+
+
+def _reason(condition: dict) -> str:
+    return f"{condition.get('reason', '')}: {condition.get('message', '')}"
 
 
 def pod_status(pod: dict) -> tuple[str, int]:
@@ -408,9 +414,8 @@ def _evicted(kube: Kube, namespace: str, job: str) -> str:
     """Kueue's reason and message when it has evicted the job's Workload, else ''."""
     for w in kube.get(_api("Workload", "kueue.x-k8s.io/v1beta2", "workloads", namespace))["items"]:
         if any(o.get("name") == job for o in w["metadata"].get("ownerReferences") or []):
-            for c in (w.get("status") or {}).get("conditions") or []:
-                if c["type"] == "Evicted" and c["status"] == "True":
-                    return f"{c.get('reason', '')}: {c.get('message', '')}"
+            c = holding(w, "Evicted")
+            return _reason(c) if c else ""
     return ""
 
 

@@ -23,7 +23,7 @@ from tests.trainyard.cluster.conftest import Clusters
 from trainyard.cluster.client import Kube
 from trainyard.contract import reports
 from trainyard.repo.model import declared
-from trainyard.sandbox.clusterdemo import Watcher, _last_log, pod_status, sandbox_kubelet
+from trainyard.sandbox.clusterdemo import Watcher, _last_log, holding, pod_status, sandbox_kubelet
 from trainyard.sandbox.demo import RunLogFollower, trainer_config
 
 pytestmark = pytest.mark.cluster
@@ -68,17 +68,6 @@ def _fail_fast_runtime(kube: Kube) -> dict:
     return {"apiVersion": runtime["apiVersion"], "kind": runtime["kind"], "metadata": meta, "spec": spec}
 
 
-def _failed(obj: dict) -> dict | None:
-    return next(
-        (
-            c
-            for c in (obj.get("status") or {}).get("conditions") or []
-            if c["type"] == "Failed" and c["status"] == "True"
-        ),
-        None,
-    )
-
-
 @pytest.fixture(scope="module")
 def own(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clusters]:
     """A dev cluster of this module's own: its tests delete the jobs git synced into it, which the
@@ -121,7 +110,7 @@ def test_a_pod_that_fails_its_preflight_fails_its_job_through_the_controllers(ow
                     states.add(pod_status(pod)[0])
                 trainjob = kube.get(f"{TRAINJOBS}/namespaces/{NAMESPACE}/trainjobs/broken-fabric")
                 pods = kube.get(f"/api/v1/namespaces/{NAMESPACE}/pods")["items"]
-                if _failed(trainjob) and not pods and not kubelet.cluster.pods:  # deleted and stopped
+                if holding(trainjob, "Failed") and not pods and not kubelet.cluster.pods:  # deleted and stopped
                     break
             else:
                 pytest.fail("the TrainJob did not fail within 180 s:\n" + "\n".join(said[-40:]))
@@ -141,11 +130,11 @@ def test_a_pod_that_fails_its_preflight_fails_its_job_through_the_controllers(ow
             # the Job controller: the restarts reached the backoffLimit
             jobs = kube.get(f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs")["items"]
             (job,) = [j for j in jobs if j["metadata"]["name"].startswith("broken-fabric-")]
-            assert _failed(job)["reason"] == "BackoffLimitExceeded"
+            assert holding(job, "Failed")["reason"] == "BackoffLimitExceeded"
             # JobSet, Trainer and Kueue after it
             jobset = kube.get(f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{NAMESPACE}/jobsets/broken-fabric")
-            assert _failed(jobset) is not None
-            assert _failed(trainjob) is not None
+            assert holding(jobset, "Failed") is not None
+            assert holding(trainjob, "Failed") is not None
             workloads = kube.get(f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{NAMESPACE}/workloads")["items"]
             (workload,) = [w for w in workloads if w["metadata"]["name"].startswith("trainjob-broken-fabric-")]
             finished = {c["type"]: c for c in workload["status"]["conditions"]}["Finished"]
@@ -178,11 +167,6 @@ def _smoke_job(name: str) -> dict:
             },
         },
     }
-
-
-def _holds(obj: dict, kind: str) -> dict | None:
-    conditions = (obj.get("status") or {}).get("conditions") or []
-    return next((c for c in conditions if c["type"] == kind and c["status"] == "True"), None)
 
 
 def test_a_lost_node_makes_kueue_evict_and_requeue_the_job_which_resumes_when_the_node_returns(own, tmp_path):
@@ -218,16 +202,16 @@ def test_a_lost_node_makes_kueue_evict_and_requeue_the_job_which_resumes_when_th
                 if lost_after is not None and evicted is None:
                     workloads = kube.get(f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{NAMESPACE}/workloads")["items"]
                     ours = [w for w in workloads if w["metadata"]["name"].startswith(f"trainjob-{job}-")]
-                    evicted = _holds(ours[0], "Evicted") if ours else None
+                    evicted = holding(ours[0], "Evicted") if ours else None
                     if evicted is not None:
                         said += watcher.lines()  # while it is evicted: Kueue admits it again at once after
                         kubelet.register()  # the node returns
                 trainjob = kube.get(f"{TRAINJOBS}/namespaces/{NAMESPACE}/trainjobs/{job}")
-                if _holds(trainjob, "Complete") or _failed(trainjob):
+                if holding(trainjob, "Complete") or holding(trainjob, "Failed"):
                     break
             said += watcher.lines()
             text = "\n".join(said)
-            assert _holds(trainjob, "Complete"), text[-6000:]
+            assert holding(trainjob, "Complete"), text[-6000:]
             # the node's pod died with it; Kueue found no replacement for it and evicted the job
             assert re.search(r"node-loss-node-0-1-\w+: lost with lab-gpu-1", text)
             assert evicted is not None and evicted["reason"] == "NodeFailures"
