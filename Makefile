@@ -37,10 +37,11 @@ $(VENV)/.installed-%: pyproject.toml
 
 setup: $(call STAMP,$(EXTRAS))
 
-# kustomize at the version Argo CD v3.5.1 bundles, built from kube/go.mod (Go >= 1.26 needed) and
-# linked into .venv/bin: the repository never depends on whichever kustomize a machine has.
+# kustomize and Helm at the versions Argo CD v3.5.1 bundles, built from kube/go.mod and
+# kube/helm/go.mod (Go >= 1.26 needed) and linked into .venv/bin: the repository never depends on
+# whichever kustomize or helm a machine has.
 tools: $(call STAMP,$(EXTRAS))
-	@$(BIN)/trainyard cluster build --into $(BIN) kustomize
+	@$(BIN)/trainyard cluster build --into $(BIN) kustomize helm
 
 # the cluster tier's Kubernetes (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
 # kubectl) from kube/go.mod and the upstream controllers (Kueue, JobSet, Trainer, training-operator)

@@ -1,5 +1,5 @@
-// The upstream releases whose CustomResourceDefinitions a local cluster installs
-// (trainyard/cluster/crds.py reads them from these modules; which files, and why, is its table).
+// The upstream releases the repository installs (trainyard/repo/model/releases.py: why each
+// version, its known issues; trainyard/repo/model/upstream.py renders them from these modules).
 // Nothing here is compiled: the module exists so that `go mod download` fetches each release at
 // its pin and go.sum holds the hash each must have (the go command refuses a download that does
 // not match). A separate module, so these pins never move the dependencies of kube/go.mod.
@@ -15,12 +15,13 @@ require (
 	// repository targets (kube/go.mod: the kustomize it bundles); CRDs at
 	// argo-cd@v3.5.1:manifests/crds
 	github.com/argoproj/argo-cd/v3 v3.5.1
-	// base/cert-manager/application.yaml: chart cert-manager targetRevision v1.15.3; CRDs at
-	// cert-manager@v1.15.3:deploy/crds. Kueue v0.19.2's go.mod asks for v1.21.0, so minimal
-	// version selection lists that here; the replace below pins what is fetched to v1.15.3.
-	github.com/cert-manager/cert-manager v1.21.0
-	// base/whereabouts/application.yaml: targetRevision v0.8.0, path doc/crds
-	github.com/k8snetworkplumbingwg/whereabouts v0.8.0
+	// base/cert-manager/application.yaml: chart cert-manager targetRevision v1.21.2, packaged from
+	// cert-manager@v1.21.2:deploy/charts/cert-manager
+	github.com/cert-manager/cert-manager v1.21.2
+	// base/whereabouts/install: the files of doc/crds at v0.9.4
+	github.com/k8snetworkplumbingwg/whereabouts v0.9.4
+	// base/rdma-device-plugin: a copy of deployment/k8s/base at v1.5.3 (a test compares them)
+	github.com/Mellanox/k8s-rdma-shared-dev-plugin v1.5.3
 	// base/trainer/application.yaml: targetRevision v2.3.0, path manifests/overlays/manager
 	// (CRDs at trainer/v2@v2.3.0:manifests/base/crds)
 	github.com/kubeflow/trainer/v2 v2.3.0
@@ -35,9 +36,7 @@ require (
 	// base/trainer/application.yaml: JobSet v0.12.0 through trainer@v2.3.0:manifests/third-party/jobset
 	// (CRD at jobset@v0.12.0:config/components/crd/bases)
 	sigs.k8s.io/jobset v0.12.0
-	// base/kueue/application.yaml: chart kueue targetRevision 0.19.2, the release v0.19.2
-	// (CRDs at kueue@v0.19.2:charts/kueue/templates/crd)
+	// base/kueue/application.yaml: chart kueue targetRevision 0.19.2, the release v0.19.2,
+	// packaged from kueue@v0.19.2:charts/kueue
 	sigs.k8s.io/kueue v0.19.2
 )
-
-replace github.com/cert-manager/cert-manager => github.com/cert-manager/cert-manager v1.15.3

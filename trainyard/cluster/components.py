@@ -2,9 +2,9 @@
 
 Nothing is downloaded but Go modules (verified by each module's go.sum): ``kube`` is one binary
 holding etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubectl
-(``kube/cmd/kube``); ``kustomize`` is built on its own, since ``make validate`` needs it and
-nothing else; ``controllers`` are the upstream mains of Kueue, JobSet, Kubeflow Trainer and the
-v1 training operator, built from ``kube/controllers`` (one build, four binaries).
+(``kube/cmd/kube``); ``kustomize`` and ``helm`` (``kube/helm``) are built on their own, since
+``make validate`` needs them and nothing else; ``controllers`` are the upstream mains of Kueue,
+JobSet, Kubeflow Trainer and the v1 training operator, built from ``kube/controllers`` (one build, four binaries).
 
 A build is cached under ``$TRAINYARD_CACHE`` (default ``~/.cache/trainyard``) in a folder named
 by the hash of what decides the binary (go.mod, go.sum, the mains, the Go version), so a fresh
@@ -28,15 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainyard.contract.errors import UserError
+from trainyard.repo.model import gomodules
 
-KUBE_MODULE = Path(__file__).resolve().parents[2] / "kube"
+KUBE_MODULE = gomodules.KUBE_MODULE
 # The Kubernetes release kube/go.mod pins; --version and the API server's /version say it because
 # the build stamps it (an unstamped build reports v0.0.0-master, which Kueue refuses to parse:
 # kueue@v0.19.2:cmd/kueue/main.go setupServerVersionFetcher).
 KUBERNETES_VERSION = "v1.36.3"
-GO_MIN = (1, 26)
-GO_FALLBACKS = ("/usr/local/go/bin/go",)  # where the official tarball puts it, often not on PATH
-GO_HINT = "install Go >= 1.26 (https://go.dev/dl/, or Debian's golang-1.26) and put its bin/ on PATH"
 
 
 @dataclass(frozen=True)
@@ -55,6 +53,8 @@ TARGETS: dict[str, Target] = {
         5,
     ),
     "kustomize": Target(KUBE_MODULE, ("sigs.k8s.io/kustomize/kustomize/v5",), ("kustomize",), 1),
+    # the Helm Argo CD v3.5.1 bundles (kube/helm/go.mod), for the upstream charts `validate` renders
+    "helm": Target(KUBE_MODULE / "helm", ("helm.sh/helm/v4/cmd/helm",), ("helm",), 2),
     # kube/controllers/go.mod pins each (and says why Kueue is built against Trainer v2.3.0)
     "controllers": Target(
         KUBE_MODULE / "controllers",
@@ -81,19 +81,11 @@ def _stderr(line: str) -> None:
 
 
 def _go() -> tuple[str, str]:
-    """The ``go`` command and its version, at least Go 1.26 (kube/go.mod's go line); UserError otherwise."""
-    found = shutil.which("go") or next((p for p in GO_FALLBACKS if os.access(p, os.X_OK)), None)
-    if not found:
-        raise UserError(f"the Go toolchain is not on PATH; the Kubernetes components are built from source: {GO_HINT}")
-    out = subprocess.run([found, "env", "GOVERSION"], capture_output=True, text=True, check=False).stdout.strip()
-    match = re.match(r"go(\d+)\.(\d+)", out)
-    if not match or (int(match[1]), int(match[2])) < GO_MIN:
-        raise UserError(f"{found} is {out or 'an unknown version'}; {GO_HINT}")
-    return found, out
+    return gomodules.go()
 
 
 def go_binary() -> str:
-    return _go()[0]
+    return gomodules.go_binary()
 
 
 def cache_root() -> Path:
@@ -114,7 +106,20 @@ def _key(target: str, go_version: str) -> str:
     return digest.hexdigest()[:16]
 
 
+def _required(module: Path, path: str) -> str:
+    """The version ``module``'s go.mod requires of ``path``."""
+    found = re.search(rf"^\s*(?:require\s+)?{re.escape(path)} (v\S+)", (module / "go.mod").read_text(), re.M)
+    if not found:
+        raise UserError(f"{module}/go.mod does not require {path}")
+    return found[1]
+
+
 def _ldflags(target: str) -> str:
+    if target == "helm":
+        # Helm reports the version its release build stamps (helm@v4.2.1:Makefile LDFLAGS sets
+        # internal/version.version; unstamped it says "v4.2").
+        version = _required(TARGETS["helm"].module, "helm.sh/helm/v4")
+        return f"-s -w -X helm.sh/helm/v4/internal/version.version={version}"
     if target != "kube":
         return "-s -w"
     major, minor = KUBERNETES_VERSION.lstrip("v").split(".")[:2]

@@ -63,6 +63,7 @@ from trainyard.cluster import components, crds
 from trainyard.cluster.client import Kube
 from trainyard.cluster.processes import CRASHLOOP_INITIAL_S, CRASHLOOP_MAX_S, Daemon, free_port, spawn
 from trainyard.contract.errors import UserError
+from trainyard.repo.model import gomodules, releases
 
 Progress = Callable[[str], None]
 
@@ -127,7 +128,7 @@ def _kueue_chart_config(configmap: dict) -> dict:
     """The Configuration the Kueue chart installs (charts/kueue/templates/manager/manager-config.yaml:
     values.yaml managerConfig.controllerManagerConfigYaml, with internalCertManagement on and
     named after the release), in place of config/default's."""
-    values = crds.module_dir(crds.release("sigs.k8s.io/kueue")) / "charts/kueue/values.yaml"
+    values = _module("sigs.k8s.io/kueue") / "charts/kueue/values.yaml"
     config = yaml.safe_load(yaml.safe_load(values.read_text())["managerConfig"]["controllerManagerConfigYaml"])
     config.setdefault(
         "internalCertManagement",
@@ -215,12 +216,18 @@ BY_APP = {i.app: i for i in INSTALLS}
 # --- manifests ---------------------------------------------------------------------------------
 
 
+def _module(module: str, progress: Progress = print) -> Path:
+    """The tree of ``module`` at the release the repository pins (trainyard/repo/model/releases.py)."""
+    release = releases.BY_MODULE[module]
+    return gomodules.module_dir(release.module, release.version, progress=progress)
+
+
 def manifests(install: Install, work: Path, progress: Progress = print) -> list[dict]:
     """The release's objects for ``install``, as its kustomizations build them."""
     work.mkdir(parents=True, exist_ok=True)
     resources = []
     for module, folder in install.sources:
-        source = crds.module_dir(crds.release(module), progress=progress) / folder
+        source = _module(module, progress) / folder
         resources.append(os.path.relpath(source, work))  # kustomize takes no absolute paths
     kustomization = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",

@@ -10,8 +10,8 @@ validation is strict, as Argo CD's default ``Validate=true`` asks of kubectl.
 
 What does not run here is not applied but sent with ``dryRun=All``, so kube-apiserver still
 validates it: the webhook configurations of upstream controllers (nothing would answer them).
-Upstream Applications (a remote git repository or chart) bring their release's CRDs (crds.py) and
-the namespace of their destination; when their wave comes, the caller may install and start
+Upstream Applications (a remote git repository or chart) bring their release's CRDs (from the
+render) and the namespace of their destination; when their wave comes, the caller may install and start
 their controllers (controllers.py), so that later waves meet their webhooks as in a cluster.
 
 A refusal keeps kube-apiserver's own message and is placed at the file and line of the object
@@ -30,10 +30,11 @@ import yaml
 from trainyard.cluster.client import ApiError, Kube
 from trainyard.repo.jobs.preview import is_job
 from trainyard.repo.model import rawyaml
-from trainyard.repo.model.rendered import Resource
+from trainyard.repo.model.rendered import Resource, tree_copy
 from trainyard.repo.upstream import argocd
 
 SSA_MANAGER = "argocd-controller"
+CRD = "CustomResourceDefinition"
 WEBHOOK_KINDS = frozenset({"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"})
 
 Progress = Callable[[str], None]
@@ -237,7 +238,6 @@ def sync(
     repo_root: Path,
     render: argocd.ClusterRender,
     *,
-    crds_for: Callable[[str], list[dict]],
     bootstrap_crds: list[dict],
     rewrite: Rewrite | None = None,
     upstream_app: Callable[[str], str | None] | None = None,
@@ -251,9 +251,10 @@ def sync(
     s = Syncer(kube, repo_root, progress)
     # What the Argo CD install provides before `kubectl apply -k clusters/<cluster>`: its
     # namespace and its CRDs (Application, ApplicationSet, AppProject). The upstream releases'
-    # CRDs go with them: CRDs first, as gitops-engine orders a sync, and all of them waited for
-    # once (a CRD's storage takes about two seconds to start, for any number of CRDs at once).
-    upstream = {ar.name: crds_for(ar.name) for ar in render.apps if ar.upstream}
+    # CRDs (rendered from their pinned modules like the rest of their objects) go with them: CRDs
+    # first, as gitops-engine orders a sync, and all of them waited for once (a CRD's storage
+    # takes about two seconds to start, for any number of CRDs at once).
+    upstream = {ar.name: [tree_copy(r.doc) for r in ar.resources if r.kind == CRD] for ar in render.apps if ar.upstream}
     s.namespace("argocd")
     for ar in render.apps:
         namespace = str(ar.app.destination.get("namespace") or "")

@@ -153,7 +153,6 @@ def up(
                 kube,
                 repo.root,
                 render,
-                crds_for=crds.for_application,
                 bootstrap_crds=crds.argocd(),
                 rewrite=hook.rewrite if hook else None,
                 upstream_app=upstream_app,

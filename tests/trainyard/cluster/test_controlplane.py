@@ -18,6 +18,7 @@ import pytest
 from trainyard.cluster import components, controlplane
 from trainyard.cluster.processes import port_in_use, start_time
 from trainyard.contract.errors import UserError
+from trainyard.repo.model import gomodules
 
 pytestmark = pytest.mark.cluster
 
@@ -126,6 +127,6 @@ def test_the_api_server_emulates_the_declared_version(tmp_path: Path, version: s
 
 def test_without_go_the_error_says_what_to_install(monkeypatch, tmp_path: Path):
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(components, "GO_FALLBACKS", ())
+    monkeypatch.setattr(gomodules, "GO_FALLBACKS", ())
     with pytest.raises(UserError, match=r"Go toolchain is not on PATH.*install Go >= 1\.26"):
         components.build("kube")

@@ -370,6 +370,6 @@ def test_a_failed_download_is_a_user_error(go, tmp_path, monkeypatch):
 
 def test_without_go_the_error_says_to_install_it(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
-    monkeypatch.setattr(components, "GO_FALLBACKS", ())
+    monkeypatch.setattr(gomodules, "GO_FALLBACKS", ())
     with pytest.raises(UserError, match=r"install Go >= 1\.26"):
         crds.module_dir(_row("sigs.k8s.io/jobset"), progress=lambda _: None)

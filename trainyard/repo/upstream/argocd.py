@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from trainyard.contract.errors import UserError
-from trainyard.repo.model import jobfolder, kustomize
+from trainyard.repo.model import declared, jobfolder, kustomize, upstream
 from trainyard.repo.model.problems import Problem, error, warning
 from trainyard.repo.model.rendered import CLUSTER_SCOPED, Resource, sync_wave, tree_copy
 from trainyard.repo.model.repository import CLUSTERS, Repository
@@ -463,6 +463,10 @@ def render_cluster(repo: Repository, cluster: str, *, workers: int = 8) -> Clust
         r.app = "(bootstrap)"
     problems: list[Problem] = []
     render = ClusterRender(cluster=cluster, root=root, apps=[], problems=problems)
+    try:  # Argo CD renders charts for the destination's Kubernetes version
+        kube_version: str | None = declared.load(repo, cluster).spec.kubernetes_version
+    except UserError:
+        kube_version = None  # validate reports the cluster's facts on their own
     seen_paths = {entry}
     queue = _applications(root, repo, problems)
     with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -483,6 +487,8 @@ def render_cluster(repo: Repository, cluster: str, *, workers: int = 8) -> Clust
                             )
                         )
                     ar.upstream = _upstreams(app)
+                    if not app.spec.get("sources"):
+                        jobs.append((ar, pool.submit(_render_upstream, app, kube_version)))
                     continue
                 path = str(app.source.get("path") or ".").strip("/") or "."
                 ar.path = path
@@ -497,12 +503,14 @@ def render_cluster(repo: Repository, cluster: str, *, workers: int = 8) -> Clust
                         continue
                 remote = kustomize.remote_parts(repo, repo.root / path) if not app.generated_by else None
                 if remote is not None and remote.urls:
-                    # Argo CD's repo server fetches these when it builds the folder; offline they are
-                    # listed with their pins. (Job folders, made by the ApplicationSet, are built and
-                    # fail on them: a job may not pull manifests from elsewhere.)
+                    # Argo CD's repo server fetches these when it builds the folder; offline each is
+                    # read from its pinned release (upstream.render_local). Job folders, made by the
+                    # ApplicationSet, are built as they are and fail on them: a job may not pull
+                    # manifests from elsewhere.
                     ar.upstream = [
                         Upstream(u, url_revision(u), images=remote.images, remote_resource=True) for u in remote.urls
                     ]
+                    jobs.append((ar, pool.submit(_render_local_upstream, repo, app, path)))
                     continue
                 if app.source.get("targetRevision") not in (None, "", repo.revision, "HEAD"):
                     problems.append(
@@ -529,7 +537,7 @@ def render_cluster(repo: Repository, cluster: str, *, workers: int = 8) -> Clust
                 except UserError as exc:
                     problems.append(
                         error(
-                            ar.app.source.get("path") or ar.app.where(),
+                            ar.path or (ar.app.where() if ar.upstream else ar.app.source.get("path")) or ar.app.where(),
                             _strip_where(str(exc)),
                             ar.app.resource.describe(),
                         )
@@ -538,6 +546,48 @@ def render_cluster(repo: Repository, cluster: str, *, workers: int = 8) -> Clust
                 queue.extend(_applications(ar.resources, repo, problems))
     render.apps.sort(key=lambda a: (a.app.wave, a.name))
     return render
+
+
+def _finish(app: Application, resources: list[Resource]) -> list[Resource]:
+    """An upstream render as the application controller takes it (argo-cd@v3.5.1:controller/state.go
+    NormalizeTargetObjects): a namespaced object without a namespace gets the destination's, and a
+    cluster-scoped object's namespace is dropped (upstream charts set one on webhook configurations;
+    the repository's own objects may not, validate refuses it)."""
+    dest_ns = app.destination.get("namespace")
+    for r in resources:
+        r.app = app.name
+        if dest_ns and _is_namespaced(r) and not r.namespace:
+            r.doc.setdefault("metadata", {})["namespace"] = dest_ns
+        elif not _is_namespaced(r) and r.namespace:
+            del r.doc["metadata"]["namespace"]
+    resources.sort(key=sort_key)
+    return resources
+
+
+def _render_upstream(app: Application, kube_version: str | None) -> tuple[str, list[Resource]]:
+    """An Application whose source is an upstream git tag or chart, read from its release's Go module."""
+    try:
+        _, resources = upstream.render_source(
+            app.source,
+            app=app.name,
+            namespace=app.destination.get("namespace"),
+            kube_version=kube_version,
+            directory_files=_directory_files,
+        )
+    except upstream.UpstreamError as exc:
+        raise ArgoError(str(exc)) from None
+    return "", _finish(app, resources)
+
+
+def _render_local_upstream(repo: Repository, app: Application, path: str) -> tuple[str, list[Resource]]:
+    """A folder of this repository whose kustomizations list upstream files by URL."""
+    try:
+        resources = upstream.render_local(repo, repo.root / path)
+    except upstream.UpstreamError as exc:
+        raise ArgoError(f"{path}: {exc}") from None
+    for r in resources:
+        r.source = path
+    return path, _finish(app, resources)
 
 
 def _strip_where(message: str) -> str:

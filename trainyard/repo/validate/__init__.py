@@ -101,7 +101,7 @@ def validate(
     """Check ``clusters`` (default: all). ``only_jobs`` (cluster -> job folders), when given, limits the
     check to its clusters and the pod previews to those folders; the cluster-wide checks (names,
     capacity, Argo CD, admission configuration) still read every job."""
-    from trainyard.repo.validate import argo, capacity, fabric, jobs, objects, security
+    from trainyard.repo.validate import argo, capacity, fabric, installs, jobs, objects, security
 
     report = Report()
     policies = load_policies(repo.root / POLICIES)
@@ -119,6 +119,7 @@ def validate(
             objects.check_resource(ctx, r)
         argo.check_applications(ctx)
         argo.check_waves_and_namespaces(ctx)
+        installs.check_installs(ctx)
         fabric.check_fabric(ctx)
         security.check_security(ctx)
         jobs.check_jobs(ctx)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from trainyard.contract.images import parse_image
 from trainyard.contract.k8s import (
     ANNOTATIONS_MAX_BYTES,
@@ -10,7 +12,7 @@ from trainyard.contract.k8s import (
     qualified_name_problem,
 )
 from trainyard.contract.nccl import lint_env
-from trainyard.repo.model import nad, schema
+from trainyard.repo.model import nad, releases, schema
 from trainyard.repo.model.rendered import CLUSTER_SCOPED, Resource, containers, pod_templates
 from trainyard.repo.upstream import training_operator, trainjob
 from trainyard.repo.validate import ClusterCheck
@@ -50,21 +52,40 @@ def check_resource(ctx: ClusterCheck, r: Resource) -> None:
                 check_env(ctx, r, f"{path}.{cpath}".lstrip("."), c)
 
 
-def check_image(ctx: ClusterCheck, r: Resource, path: str, c: dict) -> None:
+# A tag that names one build: a whole version (v1.2.3 or 1.2.3, with a suffix such as -thick or
+# -rc.1) or a commit (v1-93c5489, sha-<hex>). Anything else (latest, a branch such as main or
+# release-0.19, snapshot-thick, a minor line such as 3.11) is pushed again and moves.
+_VERSION_TAG = re.compile(r"^v?\d+\.\d+\.\d+([-+._][0-9A-Za-z._-]*)?$")
+_COMMIT_TAG = re.compile(r"(^|[-_.])(sha-)?[0-9a-f]{7,40}$")
 
+
+def floating(image: str) -> str | None:
+    """Why ``image`` may change under the same reference (None when a version, commit or digest pins it)."""
+    ref = parse_image(image)
+    if ref is None:
+        return "is not a valid image reference"
+    if ref.digest is not None:
+        return None
+    if ref.tag is None:
+        return "has no tag (it means latest)"
+    if _VERSION_TAG.match(ref.tag) or _COMMIT_TAG.search(ref.tag):
+        return None
+    return f"uses the tag {ref.tag}, which is not a version or a commit and moves when it is pushed again"
+
+
+def check_image(ctx: ClusterCheck, r: Resource, path: str, c: dict) -> None:
     image = c.get("image")
     if not isinstance(image, str) or not image:
         return  # required-ness is the schema's business
-    ref = parse_image(image)
-    if ref is None:
-        ctx.err(r.where(), f"{path}.image {image!r} is not a valid image reference", r.describe())
-    elif ref.digest is None and ref.tag in (None, "latest"):
-        what = "has no tag (it means latest)" if ref.tag is None else "uses the tag latest"
-        ctx.err(
-            r.where(),
-            f"{path}.image {image!r} {what}: pin a version tag or a digest so every node runs the same image",
-            r.describe(),
-        )
+    why = floating(image)
+    if why is None:
+        return
+    release = releases.of_origin(r.origin) if r.extra.get("upstream") else None
+    came = f" (upstream: {release.name} {release.version}, Application {r.app})" if release else ""
+    fix = "pin a version tag or a digest so every node runs the same image"
+    if release:
+        fix += " (a kustomization's images: or the Application's Helm values)"
+    ctx.err(r.where(), f"{path}.image {image!r} {why}{came}: {fix}", r.describe())
 
 
 def check_env(ctx: ClusterCheck, r: Resource, path: str, c: dict, expect: str | None = None) -> None:

@@ -1,0 +1,507 @@
+"""Upstream sources rendered offline, as Argo CD's repo server would render them.
+
+An upstream Application points at a git tag or a published Helm chart; a kustomization of this
+repository may list a file of an upstream tag by URL. Argo CD fetches those; here each is read
+from the Go module of its release (:mod:`trainyard.repo.model.releases`: the module is the tag's
+tree, checked against kube/releases/go.sum), and rendered with the tools Argo CD v3.5.1 bundles:
+
+- a git ``path`` holding a kustomization: ``kustomize build`` (remote resources in it are
+  replaced by the files of their pinned releases first, see :func:`_localize`);
+- a git ``path`` holding a ``Chart.yaml``, or a published chart (``chart``): ``helm template``
+  with the flags Argo CD passes (argo-cd@v3.5.1:util/helm/cmd.go template: ``--name-template``
+  the release name, default the Application's name; ``--namespace`` the destination;
+  ``--kube-version`` the cluster's; the Application's values and parameters; ``--include-crds``
+  unless ``skipCrds``). A published chart is packaged from the tag first, with the version and
+  app version its release's own packaging step gives it (the row's ``recipe``);
+- any other git ``path``: a directory of manifests (``directory.include``/``exclude``/``recurse``).
+
+Every resource keeps where it came from: ``module@version:file`` (or the URL a kustomization
+listed), so a problem names the upstream file. A source no release row pins is refused with what
+the table offers; so is an Application setting Argo CD does not get from the chart or the tree
+(value files, file parameters, kustomize overrides), never rendered differently in silence.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trainyard.contract.errors import UserError
+from trainyard.repo.model import gomodules, kustomize, releases
+from trainyard.repo.model.rendered import ORIGIN_ANNOTATION, Resource, tree_copy
+from trainyard.repo.model.repository import Repository, kustomization_file
+
+HELM_HINT = "run `make tools` (it builds the pinned Helm from kube/helm/go.mod into .venv/bin), or put helm v4 on PATH"
+TIMEOUT_S = 300
+# what an Application's spec.source.helm may set and this render follows (argo-cd@v3.5.1:
+# reposerver/repository/repository.go helmTemplate); anything else is refused by name
+HELM_KEYS = frozenset(
+    {"releaseName", "namespace", "values", "valuesObject", "parameters", "skipCrds", "skipTests",
+     "skipSchemaValidation", "kubeVersion", "passCredentials"}
+)  # fmt: skip
+GITHUB_RAW = re.compile(r"https://raw\.githubusercontent\.com/([^/]+)/([^/]+)/([^/]+)/(.+)$")
+GITHUB_ASSET = re.compile(r"https://github\.com/([^/]+)/([^/]+)/releases/download/([^/]+)/([^/?#]+)$")
+# kustomize's remote targets (sigs.k8s.io/kustomize/api/internal/git/repospec.go): a host, the
+# repository, `//` before the path inside it, and ?ref=
+GIT_REMOTE = re.compile(
+    r"^(?:https://|git::https://)?github\.com/([^/]+)/([^/]+?)(?:\.git)?//([^?]*)\?(?:.*&)?ref=([^&]+)"
+)
+
+Progress = Callable[[str], None]
+
+
+class UpstreamError(UserError):
+    """An upstream source that cannot be rendered offline; the message names the source."""
+
+    exit_code = 1
+
+
+@dataclass(frozen=True)
+class Source:
+    """One Application source, as rendered: what it is, and from which release."""
+
+    release: releases.Release
+    describe: str  # "github.com/...@v1: path", for messages and `trainyard pins`
+
+
+def helm_command() -> str:
+    pinned = Path(sys.executable).parent / "helm"
+    if pinned.is_file() and os.access(pinned, os.X_OK):
+        return str(pinned)
+    found = shutil.which("helm")
+    if found:
+        return found
+    raise UpstreamError(f"helm is not on PATH; the upstream charts are rendered with it: {HELM_HINT}")
+
+
+_CACHE: dict[str, tuple[dict, ...]] = {}
+_ORIGINS: dict[str, tuple[str, ...]] = {}
+_LOCK = threading.Lock()
+
+
+def clear_cache() -> None:
+    with _LOCK:
+        _CACHE.clear()
+        _ORIGINS.clear()
+
+
+def render_source(
+    source: dict[str, Any],
+    *,
+    app: str,
+    namespace: str | None,
+    kube_version: str | None,
+    directory_files: Callable[[Path, dict], list[Path]] | None = None,
+    progress: Progress = lambda _: None,
+) -> tuple[releases.Release, list[Resource]]:
+    """Render the upstream ``source`` (an Application's ``spec.source``) of Application ``app``."""
+    repo_url = str(source.get("repoURL") or "")
+    revision = str(source.get("targetRevision") or "")
+    where = f"Application {app}: spec.source"
+    if source.get("chart"):
+        release = releases.by_chart(repo_url, str(source["chart"]), revision)
+        if release is None or release.chart is None:
+            raise UpstreamError(
+                f"{where}: chart {source['chart']} {revision or '(no targetRevision)'} of {repo_url} is not a "
+                f"pinned release (trainyard/repo/model/releases.py lists {_charts()})"
+            )
+        _refuse_keys(source, where, {"repoURL", "targetRevision", "chart", "helm"})
+        key = _key("chart", release.key, source.get("helm"), namespace, kube_version)
+        docs = _cached(key, lambda: _helm(release, None, source, app, namespace, kube_version, progress))
+        return release, _resources(key, docs, app)
+    release = releases.by_git(repo_url, revision)
+    if release is None:
+        known = ", ".join(f"{r.git_tag}" for r in releases.of_repo(repo_url)) or "none"
+        raise UpstreamError(
+            f"{where}: {repo_url} at {revision or '(no targetRevision)'} is not a pinned release "
+            f"(trainyard/repo/model/releases.py pins this repository at: {known})"
+        )
+    path = str(source.get("path") or ".").strip("/") or "."
+    root = gomodules.module_dir(release.module, release.version, progress=progress)
+    folder = (root / path).resolve()
+    if not folder.is_dir() or root.resolve() not in (folder, *folder.parents):
+        raise UpstreamError(f"{where}: path {path!r} is not a folder of {release.module}@{release.version}")
+    key = _key("git", release.key, path, source.get("helm"), source.get("directory"), namespace, kube_version)
+    if (folder / "Chart.yaml").is_file():
+        _refuse_keys(source, where, {"repoURL", "targetRevision", "path", "helm"})
+        docs = _cached(key, lambda: _helm(release, folder, source, app, namespace, kube_version, progress))
+    elif kustomization_file(folder) is not None:
+        _refuse_keys(source, where, {"repoURL", "targetRevision", "path"})
+        docs = _cached(key, lambda: _kustomize(root, folder, release, progress))
+    else:
+        _refuse_keys(source, where, {"repoURL", "targetRevision", "path", "directory"})
+        if directory_files is None:
+            raise UpstreamError(f"{where}: {path} is a directory of manifests, which this caller cannot render")
+        directory = source.get("directory") if isinstance(source.get("directory"), dict) else {}
+        docs = _cached(key, lambda: _directory(root, folder, release, directory, directory_files))
+    return release, _resources(key, docs, app)
+
+
+def render_local(repo: Repository, folder: Path, *, progress: Progress = lambda _: None) -> list[Resource]:
+    """Build this repository's ``folder``, whose kustomizations list upstream files by URL, with
+    each URL replaced by the file of its pinned release."""
+    listing = []
+    for f in sorted(_reached(folder.resolve(), repo.root)):
+        for p in sorted(f.rglob("*")):
+            if p.is_file():
+                listing.append(f"{repo.rel(p)}\0{hashlib.sha256(p.read_bytes()).hexdigest()}")
+    key = _key("local", repo.rel(folder), listing)
+    docs = _cached(key, lambda: _kustomize(repo.root, folder.resolve(), None, progress, repo=repo))
+    return _resources(key, docs, None)
+
+
+ARGOCD_CRDS = "manifests/crds/*-crd.yaml"  # the three argo-cd@v3.5.1:manifests/crds/kustomization.yaml lists
+_ARGOCD: list[dict] = []
+
+
+def argocd_crds(*, progress: Progress = lambda _: None) -> list[dict]:
+    """Argo CD's own CRDs (Application, ApplicationSet, AppProject), which its install brings before
+    the repository's bootstrap; read from its module at the pinned release. Fresh copies."""
+    if not _ARGOCD:
+        r = releases.BY_KEY["argocd"]
+        folder = gomodules.module_dir(r.module, r.version, progress=progress)
+        files = sorted(folder.glob(ARGOCD_CRDS))
+        if not files:
+            raise UpstreamError(f"{r.module}@{r.version}:{ARGOCD_CRDS}: no file matches")
+        for path in files:
+            where = f"{r.module}@{r.version}:{path.relative_to(folder).as_posix()}"
+            _ARGOCD.extend(d for d in kustomize.load_documents(path.read_text(encoding="utf-8"), where)
+                           if d.get("kind") == "CustomResourceDefinition")  # fmt: skip
+    return [tree_copy(d) for d in _ARGOCD]
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+def _charts() -> str:
+    return ", ".join(f"{r.chart.name} {r.chart.version} of {r.chart.repo}" for r in releases.RELEASES if r.chart)
+
+
+def _refuse_keys(source: dict, where: str, allowed: set[str]) -> None:
+    extra = sorted(k for k in source if k not in allowed)
+    if extra:
+        raise UpstreamError(
+            f"{where}.{extra[0]} on an upstream source is not rendered offline by trainyard; set it in a kustomization "
+            "of this repository that lists the upstream files instead"
+        )
+
+
+def _key(*parts: object) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _cached(key: str, make: Callable[[], list[tuple[dict, str]]]) -> tuple[dict, ...]:
+    with _LOCK:
+        found = _CACHE.get(key)
+    if found is None:
+        made = make()
+        with _LOCK:
+            _CACHE[key] = tuple(d for d, _ in made)
+            _ORIGINS[key] = tuple(o for _, o in made)
+            found = _CACHE[key]
+    return found
+
+
+def _resources(key: str, docs: tuple[dict, ...], app: str | None) -> list[Resource]:
+    origins = _ORIGINS[key]
+    return [
+        Resource(doc=tree_copy(d), origin=o, app=app, extra={"upstream": True})
+        for d, o in zip(docs, origins, strict=True)
+    ]
+
+
+def _kube_version(version: str | None) -> list[str]:
+    # Argo CD passes the destination's server version (repository.go parseKubeVersion); the
+    # cluster's facts declare it as major.minor
+    if not version:
+        return []
+    return ["--kube-version", f"v{version}.0" if version.count(".") == 1 else version]
+
+
+def _helm(
+    release: releases.Release,
+    folder: Path | None,
+    source: dict,
+    app: str,
+    namespace: str | None,
+    kube_version: str | None,
+    progress: Progress,
+) -> list[tuple[dict, str]]:
+    helm = source.get("helm") if isinstance(source.get("helm"), dict) else {}
+    where = f"Application {app}: spec.source.helm"
+    unknown = sorted(k for k in helm if k not in HELM_KEYS)
+    if unknown:
+        raise UpstreamError(
+            f"{where}.{unknown[0]} is not rendered offline by trainyard (it follows {', '.join(sorted(HELM_KEYS))})"
+        )
+    root = gomodules.module_dir(release.module, release.version, progress=progress)
+    chart_path = folder if folder is not None else root / release.chart.path  # type: ignore[union-attr]
+    shown = f"{release.module}@{release.version}:{chart_path.relative_to(root).as_posix()}"
+    command = helm_command()
+    with tempfile.TemporaryDirectory(prefix="trainyard-helm-") as tmp:
+        target = str(chart_path)
+        if folder is None and release.chart is not None:
+            # the published chart: the tag's folder packaged as the release packages it
+            staged = Path(tmp) / "chart" / chart_path.name
+            shutil.copytree(chart_path, staged)
+            if release.chart.values:
+                _set_values(staged / "values.yaml", release.chart.values)
+            _run([command, "package", str(staged), "--version", release.chart.version,
+                  "--app-version", release.chart.app_version, "--destination", tmp], shown)  # fmt: skip
+            (target,) = [str(p) for p in Path(tmp).glob("*.tgz")]
+        name = str(helm.get("releaseName") or app)
+        args = [command, "template", target, "--name-template", name]
+        ns = helm.get("namespace") or namespace
+        if ns:
+            args += ["--namespace", str(ns)]
+        args += _kube_version(str(helm["kubeVersion"]) if helm.get("kubeVersion") else kube_version)
+        for p in helm.get("parameters") or []:
+            if not isinstance(p, dict) or not p.get("name"):
+                raise UpstreamError(f"{where}.parameters: each entry needs a name and a value")
+            flag = "--set-string" if p.get("forceString") else "--set"
+            # util/helm/cmd.go cleanSetParameters: commas are escaped so a value stays one value,
+            # except in a {list}
+            value = str(p.get("value", ""))
+            if not (value.startswith("{") and value.endswith("}")):
+                value = re.sub(r"(?<!\\),", r"\\,", value)
+            args += [flag, f"{p['name']}={value}"]
+        values = helm.get("valuesObject")
+        if values is None and helm.get("values"):
+            try:
+                values = yaml.safe_load(str(helm["values"]))
+            except yaml.YAMLError as exc:
+                raise UpstreamError(f"{where}.values: not YAML: {exc}") from None
+        if values:
+            extra = Path(tmp) / "values.yaml"
+            extra.write_text(yaml.safe_dump(values), encoding="utf-8")
+            args += ["--values", str(extra)]
+        if not helm.get("skipCrds"):
+            args.append("--include-crds")
+        if helm.get("skipSchemaValidation"):
+            args.append("--skip-schema-validation")
+        if helm.get("skipTests"):
+            args.append("--skip-tests")
+        out = _run(args, shown)
+    return _helm_documents(out, shown, release, root, chart_path)
+
+
+def _set_values(path: Path, values: tuple[tuple[str, str], ...]) -> None:
+    """Write ``values`` (dotted keys) into a chart's values.yaml, as a release's yq edits do."""
+    path.chmod(0o644)  # copied from the read-only module cache
+    doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    for dotted, value in values:
+        node = doc
+        *parents, last = dotted.split(".")
+        for k in parents:
+            node = node.setdefault(k, {})
+        node[last] = value
+    path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+
+
+def _helm_documents(
+    text: str, shown: str, release: releases.Release, root: Path, chart: Path
+) -> list[tuple[dict, str]]:
+    """helm template's output, each object with its template file (helm writes ``# Source: CHART/FILE``)."""
+    docs: list[tuple[dict, str]] = []
+    base = chart.relative_to(root).as_posix()
+    for part in re.split(r"^---\s*$", text, flags=re.M):
+        m = re.search(r"^# Source: [^/\n]+/(.+)$", part, re.M)
+        origin = f"{release.module}@{release.version}:{base}/{m[1].strip()}" if m else shown
+        for doc in kustomize.load_documents(part, origin):
+            docs.append((doc, origin))
+    return docs
+
+
+def _run(args: list[str], shown: str) -> str:
+    try:
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        raise UpstreamError(f"{shown}: {Path(args[0]).name} {args[1]} did not finish within {TIMEOUT_S} s") from None
+    except OSError as exc:
+        raise UpstreamError(f"cannot run {args[0]}: {exc}") from None
+    if proc.returncode:
+        said = " ".join(proc.stderr.split())[-1500:] or f"exit status {proc.returncode}"
+        raise UpstreamError(f"{shown}: {Path(args[0]).name} {args[1]} failed: {said}")
+    return proc.stdout
+
+
+def _directory(
+    root: Path, folder: Path, release: releases.Release, directory: dict, files: Callable[[Path, dict], list[Path]]
+) -> list[tuple[dict, str]]:
+    out = []
+    for f in files(folder, directory):
+        origin = f"{release.module}@{release.version}:{f.relative_to(root).as_posix()}"
+        for doc in kustomize.load_documents(f.read_text(encoding="utf-8"), origin):
+            out.append((doc, origin))
+    return out
+
+
+def _reached(folder: Path, root: Path) -> set[Path]:
+    """The folders ``folder``'s kustomization reaches through local resources, bases and components."""
+    seen: set[Path] = set()
+    pending = [folder]
+    while pending:
+        current = pending.pop()
+        if current in seen or root not in (current, *current.parents):
+            continue
+        seen.add(current)
+        for entry in _entries(current):
+            if not kustomize.is_remote(entry) and (current / entry).is_dir():
+                pending.append((current / entry).resolve())
+    return seen
+
+
+def _entries(folder: Path) -> list[str]:
+    file = kustomization_file(folder)
+    if file is None:
+        return []
+    try:
+        doc = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return []  # kustomize reports it
+    if not isinstance(doc, dict):
+        return []
+    return [str(e) for key in ("resources", "bases", "components") for e in doc.get(key) or [] if isinstance(e, str)]
+
+
+def _kustomize(
+    root: Path, folder: Path, release: releases.Release | None, progress: Progress, repo: Repository | None = None
+) -> list[tuple[dict, str]]:
+    """Build ``folder`` (inside ``root``, a module's tree or this repository) in a copy whose
+    remote resources are the files of their pinned releases."""
+    where = f"{release.module}@{release.version}:" if release else ""
+    with tempfile.TemporaryDirectory(prefix="trainyard-upstream-") as tmp:
+        copy_root = Path(tmp) / "tree"
+        names: dict[Path, str] = {}  # a file in the copy -> what to call it in messages
+        for f in _reached(folder, root):
+            dest = copy_root / f.relative_to(root)
+            shutil.copytree(f, dest, dirs_exist_ok=True, symlinks=False)
+            for p in dest.rglob("*"):
+                if p.is_file():
+                    names[p.resolve()] = where + (p.relative_to(copy_root)).as_posix()
+                    p.chmod(0o644)  # module cache files are read-only
+        for f in _reached(folder, root):
+            rel = f.relative_to(root).as_posix()
+            _localize(copy_root / rel, Path(tmp), names, f"{where}{rel}", progress)
+        target = copy_root / folder.relative_to(root)
+        wrapper = Path(tmp) / "wrapper"
+        wrapper.mkdir()
+        (wrapper / "kustomization.yaml").write_text(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+            f"resources:\n  - {os.path.relpath(target, wrapper)}\nbuildMetadata:\n  - originAnnotations\n",
+            encoding="utf-8",
+        )
+        shown = where + folder.relative_to(root).as_posix() if release else (repo.rel(folder) if repo else str(folder))
+        out = _run([*kustomize.command(), str(wrapper)], shown)
+        docs = []
+        for doc in kustomize.load_documents(out, f"{shown} (kustomize output)"):
+            docs.append((doc, _origin(doc, wrapper, names, shown)))
+        return docs
+
+
+def _origin(doc: dict, wrapper: Path, names: dict[Path, str], default: str) -> str:
+    meta = doc.get("metadata")
+    if not isinstance(meta, dict) or not isinstance(meta.get("annotations"), dict):
+        return default
+    raw = meta["annotations"].pop(ORIGIN_ANNOTATION, None)
+    if not meta["annotations"]:
+        del meta["annotations"]
+    try:
+        info = yaml.safe_load(raw) if isinstance(raw, str) else {}
+    except yaml.YAMLError:
+        info = {}
+    path = (info or {}).get("path") or (info or {}).get("configuredIn")
+    if not isinstance(path, str):
+        return default
+    return names.get((wrapper / path).resolve(), default)
+
+
+def _localize(folder: Path, tmp: Path, names: dict[Path, str], shown: str, progress: Progress) -> None:
+    """Rewrite the remote entries of ``folder``'s kustomization (a copy) to files or folders of
+    their pinned releases."""
+    file = kustomization_file(folder)
+    if file is None:
+        return
+    text = file.read_text(encoding="utf-8")
+    doc = yaml.safe_load(text) or {}
+    changed = False
+    for key in ("resources", "bases", "components"):
+        entries = doc.get(key) or []
+        for i, entry in enumerate(entries):
+            if not kustomize.is_remote(entry):
+                continue
+            url = str(entry).strip()
+            entries[i] = _fetch(url, folder, tmp, names, f"{shown}/{file.name}", progress)
+            changed = True
+    if changed:
+        file.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+
+
+def _release_of(owner: str, name: str, ref: str, url: str, where: str) -> releases.Release:
+    release = releases.by_git(f"https://github.com/{owner}/{name}", ref)
+    if release is None:
+        known = ", ".join(r.git_tag for r in releases.of_repo(f"https://github.com/{owner}/{name}")) or "none"
+        raise UpstreamError(
+            f"{where}: {url} is not from a pinned release (trainyard/repo/model/releases.py pins "
+            f"github.com/{owner}/{name} at: {known})"
+        )
+    return release
+
+
+def _fetch(url: str, folder: Path, tmp: Path, names: dict[Path, str], where: str, progress: Progress) -> str:
+    """The local entry that stands for remote ``url``: a file written into ``folder`` (kustomize
+    loads files only inside the kustomization's root) or a localized copy of a folder."""
+    local = folder / f"upstream-{hashlib.sha256(url.encode()).hexdigest()[:12]}.yaml"
+    m = GITHUB_RAW.match(url)
+    if m:
+        release = _release_of(m[1], m[2], m[3], url, where)
+        root = gomodules.module_dir(release.module, release.version, progress=progress)
+        path = (root / m[4]).resolve()
+        if not path.is_file() or root.resolve() not in path.parents:
+            raise UpstreamError(f"{where}: {url}: {m[4]} is not a file of {release.module}@{release.version}")
+        shutil.copyfile(path, local)
+        names[local.resolve()] = url
+        return local.name
+    m = GITHUB_ASSET.match(url)
+    if m:
+        release = _release_of(m[1], m[2], m[3], url, where)
+        asset = next((a for a in release.assets if a.name == m[4]), None)
+        if asset is None:
+            raise UpstreamError(
+                f"{where}: {url}: {release.name} {release.version} has no release asset {m[4]!r} that trainyard "
+                "can build from the tag (trainyard/repo/model/releases.py)"
+            )
+        root = gomodules.module_dir(release.module, release.version, progress=progress)
+        built = _kustomize(root, (root / asset.kustomization).resolve(), release, progress)
+        local.write_text(yaml.safe_dump_all([d for d, _ in built], sort_keys=False), encoding="utf-8")
+        names[local.resolve()] = f"{url} (built from {release.module}@{release.version}:{asset.kustomization})"
+        return local.name
+    m = GIT_REMOTE.match(url)
+    if m:
+        release = _release_of(m[1], m[2], m[4], url, where)
+        root = gomodules.module_dir(release.module, release.version, progress=progress)
+        sub = (root / m[3]).resolve()
+        if not sub.is_dir() or root.resolve() not in (sub, *sub.parents):
+            raise UpstreamError(f"{where}: {url}: {m[3]} is not a folder of {release.module}@{release.version}")
+        built = _kustomize(root, sub, release, progress)
+        local.write_text(yaml.safe_dump_all([d for d, _ in built], sort_keys=False), encoding="utf-8")
+        names[local.resolve()] = f"{release.module}@{release.version}:{m[3]}"
+        return local.name
+    raise UpstreamError(
+        f"{where}: {url} is a remote resource trainyard cannot read offline: list a file of a pinned release by "
+        "its raw.githubusercontent.com URL at the tag, a git folder as github.com/OWNER/REPO//PATH?ref=TAG, "
+        "or vendor the file into the repository"
+    )

@@ -1,0 +1,178 @@
+"""What a cluster installs hangs together, upstream releases included (they are rendered from their
+pinned modules like the repository's own objects):
+
+- every object of a custom API group is served by a CRD the cluster installs, at its version;
+- an Application annotated ``trainyard.dev/provides`` installs exactly the CRD groups it names (the
+  sync-wave check orders Applications by that annotation);
+- a RoleBinding or ClusterRoleBinding names a role that exists (rendered, or one kube-apiserver
+  bootstraps) and ServiceAccounts that exist;
+- a webhook (admission, CRD conversion, aggregated API) points at a Service that exists, on a
+  port it serves.
+
+A failure here is an install that would sync and then not work: a controller denied, a webhook
+that cannot be called, a kind the API server does not know.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from trainyard.contract.errors import UserError
+from trainyard.repo.model import schema, upstream
+from trainyard.repo.model.rendered import Resource
+from trainyard.repo.validate import ClusterCheck
+
+CRD = "CustomResourceDefinition"
+PROVIDES_ANNOTATION = "trainyard.dev/provides"
+WEBHOOK_CONFIGURATIONS = frozenset({"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"})
+# Roles kube-apiserver creates at start-up (kubernetes@v1.36.3:plugin/pkg/auth/authorizer/rbac/
+# bootstrappolicy): policy.go ClusterRoles (the user-facing ones, and every system: role) and
+# namespace_policy.go's Roles in kube-system (system: ones aside)
+BOOTSTRAP_CLUSTER_ROLES = frozenset({"cluster-admin", "admin", "edit", "view"})
+BOOTSTRAP_ROLES = frozenset({("kube-system", "extension-apiserver-authentication-reader")})
+
+
+def check_installs(ctx: ClusterCheck) -> None:
+    check_served(ctx)
+    check_provides(ctx)
+    check_rbac(ctx)
+    check_webhooks(ctx)
+
+
+def _builtin(r: Resource) -> bool:
+    return schema.has_schema(r.kind, r.api_version) or (r.group == "" and r.kind in ("List",))
+
+
+def served_kinds(crds: Iterable[dict]) -> dict[tuple[str, str], set[str]]:
+    """(group, kind) -> the versions the CRDs serve."""
+    out: dict[tuple[str, str], set[str]] = {}
+    for d in crds:
+        spec = d.get("spec") or {}
+        for v in spec.get("versions") or []:
+            if isinstance(v, dict) and v.get("served"):
+                out.setdefault((str(spec.get("group")), str((spec.get("names") or {}).get("kind"))), set()).add(
+                    str(v.get("name"))
+                )
+    return out
+
+
+def check_served(ctx: ClusterCheck) -> None:
+    crds = [r.doc for r in ctx.resources if r.kind == CRD and r.group == "apiextensions.k8s.io"]
+    try:
+        crds += upstream.argocd_crds()  # Argo CD's install precedes the bootstrap
+    except UserError as exc:
+        ctx.err("kube/releases", f"Argo CD's CRDs cannot be read, so the kinds it serves are not checked: {exc}")
+        return
+    served = served_kinds(crds)
+    for r in ctx.resources:
+        if not r.group or _builtin(r):
+            continue
+        version = r.api_version.rpartition("/")[2]
+        versions = served.get((r.group, r.kind))
+        if versions is None:
+            ctx.err(
+                r.where(),
+                f"no CRD this cluster installs serves kind {r.kind} of API group {r.group}; install its provider "
+                f"(an Application annotated {PROVIDES_ANNOTATION}) or fix the kind",
+                r.describe(),
+            )
+        elif version not in versions:
+            ctx.err(
+                r.where(),
+                f"{r.kind} {r.api_version}: the CRD this cluster installs serves {r.group} at "
+                f"{', '.join(sorted(versions))}, not {version}",
+                r.describe(),
+            )
+
+
+def check_provides(ctx: ClusterCheck) -> None:
+    for ar in ctx.render.apps:
+        if not ar.resources:
+            continue
+        said = {g.strip() for g in ar.app.resource.annotations.get(PROVIDES_ANNOTATION, "").split(",") if g.strip()}
+        installed = {str((r.doc.get("spec") or {}).get("group")) for r in ar.resources if r.kind == CRD}
+        if said != installed:
+            missing, extra = sorted(said - installed), sorted(installed - said)
+            parts = [f"names {', '.join(missing)} but installs no CRD of it"] if missing else []
+            parts += [f"installs CRDs of {', '.join(extra)} without naming them"] if extra else []
+            ctx.err(
+                ar.app.where(),
+                f"Application {ar.name}: {PROVIDES_ANNOTATION} {'; '.join(parts)} (the sync waves are ordered by it)",
+                ar.app.resource.describe(),
+            )
+
+
+def check_rbac(ctx: ClusterCheck) -> None:
+    roles = {(r.kind, r.namespace or "", r.name) for r in ctx.resources if r.kind in ("Role", "ClusterRole")}
+    accounts = {(r.namespace or "", r.name) for r in ctx.resources if r.kind == "ServiceAccount" and r.group == ""}
+    for r in ctx.resources:
+        if r.kind not in ("RoleBinding", "ClusterRoleBinding") or r.group != "rbac.authorization.k8s.io":
+            continue
+        ref = r.doc.get("roleRef") or {}
+        kind, name = str(ref.get("kind", "")), str(ref.get("name", ""))
+        ns = r.namespace or "" if kind == "Role" else ""
+        bootstrap = name.startswith("system:") or (
+            name in BOOTSTRAP_CLUSTER_ROLES if kind == "ClusterRole" else (ns, name) in BOOTSTRAP_ROLES
+        )
+        if not bootstrap and (kind, ns, name) not in roles:
+            ctx.err(
+                r.where(),
+                f"roleRef {kind} {name!r} is not installed by this cluster (nor one kube-apiserver creates): the "
+                "binding grants nothing",
+                r.describe(),
+            )
+        for s in r.doc.get("subjects") or []:
+            if not isinstance(s, dict) or s.get("kind") != "ServiceAccount":
+                continue
+            sa_ns = str(s.get("namespace") or r.namespace or "")
+            # every namespace has a "default" ServiceAccount (the service account controller makes it)
+            if s.get("name") != "default" and (sa_ns, str(s.get("name"))) not in accounts:
+                ctx.err(
+                    r.where(),
+                    f"subject ServiceAccount {sa_ns}/{s.get('name')} is not installed by this cluster",
+                    r.describe(),
+                )
+
+
+def _service_refs(r: Resource) -> Iterable[tuple[str, dict]]:
+    if r.kind in WEBHOOK_CONFIGURATIONS and r.group == "admissionregistration.k8s.io":
+        for i, w in enumerate(r.doc.get("webhooks") or []):
+            if isinstance(w, dict):
+                yield f"webhooks[{i}] {w.get('name')}", ((w.get("clientConfig") or {}).get("service") or {})
+    elif r.kind == CRD:
+        conversion = (r.doc.get("spec") or {}).get("conversion") or {}
+        service = ((conversion.get("webhook") or {}).get("clientConfig") or {}).get("service")
+        if conversion.get("strategy") == "Webhook" and service:
+            yield "spec.conversion.webhook", service
+    elif r.kind == "APIService" and r.group == "apiregistration.k8s.io":
+        service = (r.doc.get("spec") or {}).get("service")
+        if service:
+            yield "spec.service", service
+
+
+def check_webhooks(ctx: ClusterCheck) -> None:
+    services = {
+        (r.namespace or "", r.name): {p.get("port") for p in (r.doc.get("spec") or {}).get("ports") or []}
+        for r in ctx.resources
+        if r.kind == "Service" and r.group == ""
+    }
+    for r in ctx.resources:
+        for path, service in _service_refs(r):
+            if not service:
+                continue
+            key = (str(service.get("namespace", "")), str(service.get("name", "")))
+            port = service.get("port", 443)  # the API's default (admissionregistration/v1 ServiceReference)
+            if key not in services:
+                ctx.err(
+                    r.where(),
+                    f"{path}: Service {key[0]}/{key[1]} is not installed by this cluster: kube-apiserver could not "
+                    "call it",
+                    r.describe(),
+                )
+            elif port not in services[key]:
+                ctx.err(
+                    r.where(),
+                    f"{path}: Service {key[0]}/{key[1]} has no port {port} (it serves "
+                    f"{', '.join(str(p) for p in sorted(services[key], key=str))})",
+                    r.describe(),
+                )
