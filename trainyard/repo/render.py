@@ -27,7 +27,10 @@ def _header(cluster: str, ar: argocd.AppRender) -> str:
     lines.append(f"# defined in {app.where()}")
     if ar.upstream:
         for up in ar.upstream:
-            lines.append(f"# upstream source, not fetched offline: {up.describe()}")
+            lines.append(f"# upstream source: {up.describe()}")
+        lines.append(
+            f"# {len(ar.resources)} objects rendered from the release's Go module (kube/releases/go.sum), in sync order"
+        )
     elif ar.self_reference:
         lines.append(f"# source {ar.path}: rendered above (this Application manages itself)")
     else:
@@ -65,7 +68,7 @@ def write(render: argocd.ClusterRender, out: Path) -> list[Path]:
         path.write_text(_header(render.cluster, ar) + (_dump(ar.resources) if ar.resources else ""), encoding="utf-8")
         written.append(path)
         if ar.upstream:
-            what = "; ".join(u.describe() for u in ar.upstream)
+            what = f"{len(ar.resources)} objects from " + "; ".join(u.describe() for u in ar.upstream)
         elif ar.self_reference:
             what = f"{ar.path} (manages itself: the objects of 00-bootstrap.yaml)"
         else:
@@ -96,7 +99,7 @@ def render(repo: Repository, clusters: list[str] | None, out: Path | None) -> tu
             raise UserError(f"--out {out}: cannot write the render of {r.cluster}: {exc.strerror or exc}") from None
         upstream = sum(1 for a in r.apps if a.upstream)
         lines.append(
-            f"{r.cluster}: {len(r.apps)} Applications ({upstream} upstream, listed with their pinned revision) "
+            f"{r.cluster}: {len(r.apps)} Applications ({upstream} upstream, rendered from their pinned modules) "
             f"-> {files[0].parent}"
         )
     return "\n".join(lines) + "\n", renders

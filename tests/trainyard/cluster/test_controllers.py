@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from trainyard.cluster import controllers, crds
+from trainyard.cluster import controllers
 from trainyard.cluster.client import ApiError
 from trainyard.cluster.components import KUBE_MODULE, TARGETS
 from trainyard.cluster.processes import free_port, wait_for
+from trainyard.repo.model import releases
 from trainyard.repo.upstream import training_operator, trainjob
 from trainyard.sandbox.processes import descendants
 
@@ -32,7 +33,7 @@ def test_the_controllers_module_pins_the_releases_the_applications_install():
     pinned = _go_mod_requires(KUBE_MODULE / "controllers" / "go.mod")
     for install in controllers.INSTALLS:
         for module, _ in install.sources:
-            assert pinned[module] == crds.release(module).version, module
+            assert pinned[module] == releases.BY_MODULE[module].version, module
     built = set(TARGETS["controllers"].names)
     assert built == {c.binary for i in controllers.INSTALLS for c in i.controllers}
 

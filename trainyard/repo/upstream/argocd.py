@@ -17,12 +17,14 @@ repository uses, and refuses (with a message) the parts it does not emulate inst
   (:mod:`trainyard.repo.model.jobfolder`) and not built at all when that refuses it. Resources
   without a namespace get ``spec.destination.namespace``. Applications and ApplicationSets
   found among the rendered resources are followed in turn (app of apps); a path already
-  rendered (the root app managing itself) is not rendered twice. Other sources (Helm charts,
-  other repositories) cannot be fetched offline: they are listed with their pinned revision. So
-  is a platform folder whose kustomizations fetch remote resources (a release manifest by URL,
-  which Argo CD's repo server downloads while building): its URLs are listed with the ref they
-  pin and the ``images`` pins its kustomizations set; a job folder (an ApplicationSet's) is built
-  as it is and fails on them.
+  rendered (the root app managing itself) is not rendered twice. Other sources (a git tag or a
+  Helm chart of an upstream release) are rendered from the release's pinned Go module with the
+  tool Argo CD would use (:mod:`trainyard.repo.model.upstream`); so is a platform folder whose
+  kustomizations list upstream files by URL (which Argo CD's repo server downloads while
+  building), each URL replaced by the file of its pinned release. A source no release pins is a
+  problem, not a guess. A job folder (an ApplicationSet's) is built as it is and fails on remote
+  resources: a job may not pull manifests from elsewhere. Rendered upstream objects are
+  normalised as the application controller does (controller/state.go NormalizeTargetObjects).
   ``spec.sources``, ``spec.source.kustomize``/``helm``/``plugin`` on this repository's sources
   are reported as not emulated.
 - ``ApplicationSet``: the git directory generator (``generators[].git.directories`` with

@@ -1,0 +1,195 @@
+"""The release table agrees with everything that pins a version: the Applications, the URLs the
+repository's kustomizations list, kube/releases/go.mod and go.sum, kube/controllers/go.mod; and
+the Go modules are fetched only at go.sum's hashes.
+
+The tests that read modules need Go (skipped with the reason without it) and the modules, from the
+module cache or the Go module proxy.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from trainyard.contract.errors import UserError
+from trainyard.repo.model import gomodules, releases, repository
+from trainyard.repo.upstream import argocd
+
+REPO_ROOT = Path(__file__).resolve().parents[4]
+RELEASES_MODULE = REPO_ROOT / "kube" / "releases"
+
+
+@pytest.fixture(scope="module")
+def go() -> str:
+    try:
+        return gomodules.go_binary()
+    except UserError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="module")
+def renders(go) -> dict[str, argocd.ClusterRender]:
+    return argocd.render_all(repository.load(REPO_ROOT))
+
+
+def _applications() -> dict[str, dict]:
+    out = {}
+    for path in sorted((REPO_ROOT / "base").glob("*/application.yaml")):
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        out[doc["metadata"]["name"]] = doc
+    return out
+
+
+def _urls() -> list[str]:
+    out = []
+    for path in sorted((REPO_ROOT / "base").rglob("kustomization.yaml")):
+        for entry in yaml.safe_load(path.read_text(encoding="utf-8")).get("resources") or []:
+            if str(entry).startswith("https://"):
+                out.append(entry)
+    return out
+
+
+# -- the pins, without Go ---------------------------------------------------------------------
+
+
+def test_each_upstream_application_names_a_release_at_its_pin():
+    sources = {name: doc["spec"]["source"] for name, doc in _applications().items()}
+    assert (
+        releases.by_git(sources["trainyard-trainer"]["repoURL"], sources["trainyard-trainer"]["targetRevision"])
+        is (releases.BY_KEY["trainer"])
+    )
+    # the v1 operator's tags live in the kubeflow/trainer repository; its module keeps the old path
+    op = sources["trainyard-training-operator"]
+    assert releases.by_git(op["repoURL"], op["targetRevision"]) is releases.BY_KEY["training-operator"]
+    for name, key in (("trainyard-kueue", "kueue"), ("trainyard-cert-manager", "cert-manager")):
+        s = sources[name]
+        assert releases.by_chart(s["repoURL"], s["chart"], s["targetRevision"]) is releases.BY_KEY[key], name
+    # Kueue's chart versions drop the tag's v (hack/helm-chart-package.sh), cert-manager's keep it
+    assert releases.BY_KEY["kueue"].chart.version == releases.BY_KEY["kueue"].version.removeprefix("v")
+    assert releases.BY_KEY["cert-manager"].chart.version == releases.BY_KEY["cert-manager"].version
+
+
+def test_each_upstream_url_names_a_release_at_its_pin():
+    urls = _urls()
+    assert len(urls) == 8  # multus's one file, whereabouts' five, the RDMA plugin's two
+    for url in urls:
+        release = releases.of_origin(url)
+        assert release is not None, url
+        assert f"/{release.git_tag}/" in url
+
+
+def test_git_spellings_of_one_repository_are_one_release():
+    for url in ("https://github.com/kubeflow/trainer", "https://github.com/Kubeflow/Trainer.git/",
+                "git@github.com:kubeflow/trainer.git"):  # fmt: skip
+        assert releases.by_git(url, "v2.3.0") is releases.BY_KEY["trainer"], url
+    assert releases.by_git("https://github.com/kubeflow/trainer.git", "master") is None
+    assert releases.by_git("https://gitlab.com/kubeflow/trainer.git", "v2.3.0") is None
+    assert releases.by_chart("oci://registry.k8s.io/kueue/charts", "kueue", "0.19.2") is releases.BY_KEY["kueue"]
+    assert releases.by_chart("registry.k8s.io/kueue/charts", "kueue", "v0.19.2") is None
+
+
+def test_every_row_says_why_and_is_reviewed():
+    for r in releases.RELEASES:
+        assert r.why and r.supported and r.github, r.key
+        for issue in r.issues:
+            assert issue.ref and issue.what and issue.mitigation, (r.key, issue)
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", releases.REVIEWED)
+
+
+def test_go_mod_requires_each_release_at_its_pin_and_go_sum_holds_its_hashes():
+    text = (RELEASES_MODULE / "go.mod").read_text(encoding="utf-8")
+    required = dict(re.findall(r"^\s+(\S+) (v\S+)$", text, re.M))
+    assert "replace" not in text
+    assert required == {r.module: r.version for r in releases.RELEASES}
+    assert gomodules.go_sum().keys() == {(r.module, r.version) for r in releases.RELEASES}
+
+
+def test_the_controllers_module_builds_the_pinned_releases():
+    text = (REPO_ROOT / "kube" / "controllers" / "go.mod").read_text(encoding="utf-8")
+    head = text.split("require (", 1)[1].split("\n)", 1)[0]
+    for module, version in re.findall(r"^\s+(\S+) (v\S+)\s*$", head, re.M):
+        assert releases.BY_MODULE[module].version == version, module
+
+
+# -- every row is used, and renders ------------------------------------------------------------
+
+
+def test_every_release_is_installed_by_some_cluster(renders):
+    used = set()
+    for render in renders.values():
+        for r in render.resources():
+            release = releases.of_origin(r.origin) if r.extra.get("upstream") else None
+            if release:
+                used.add(release.key)
+    # Argo CD is installed before the bootstrap
+    assert used == {r.key for r in releases.RELEASES} - {"argocd"}
+
+
+# -- fetching ----------------------------------------------------------------------------------
+
+
+def _releases_copy(tmp_path: Path, go_sum: str | None = None) -> Path:
+    folder = tmp_path / "releases"
+    folder.mkdir()
+    shutil.copy(RELEASES_MODULE / "go.mod", folder / "go.mod")
+    (folder / "go.sum").write_text(go_sum if go_sum is not None else (RELEASES_MODULE / "go.sum").read_text())
+    return folder
+
+
+JOBSET = releases.BY_KEY["jobset"]
+
+
+def test_first_fetch_says_so_and_is_checked(go, tmp_path, monkeypatch):
+    """A fresh module cache, filled from the real one as a file:// proxy: one progress line on the
+    first fetch, none on the second."""
+    real_cache = gomodules.cache_dir(go)
+    gomodules.module_dir(JOBSET.module, JOBSET.version, progress=lambda _: None)  # in the real cache first
+    monkeypatch.setenv("GOMODCACHE", str(tmp_path / "modcache"))
+    monkeypatch.setenv("GOPROXY", (real_cache / "cache" / "download").as_uri())
+    monkeypatch.setenv("GOFLAGS", "-modcacherw")  # so that tmp_path can be removed
+    said: list[str] = []
+    folder = gomodules.module_dir(JOBSET.module, JOBSET.version, progress=said.append)
+    assert folder.is_relative_to(tmp_path) and (folder / "config/default/kustomization.yaml").is_file()
+    assert said == ["fetching sigs.k8s.io/jobset@v0.12.0 (Go module, checked against kube/releases/go.sum)"]
+    gomodules.module_dir(JOBSET.module, JOBSET.version, progress=said.append)
+    assert len(said) == 1
+
+
+def test_a_hash_that_is_not_go_sums_is_refused(go, tmp_path, monkeypatch):
+    gomodules.module_dir(JOBSET.module, JOBSET.version, progress=lambda _: None)
+    wrong = re.sub(
+        r"^(sigs\.k8s\.io/jobset v0\.12\.0 h1:)\S+$",
+        r"\g<1>AAAAV0px8Ongq/RXmJg6V0w2UC67aiR+rCMD06vhQQQ=",
+        (RELEASES_MODULE / "go.sum").read_text(),
+        flags=re.M,
+    )
+    monkeypatch.setattr(gomodules, "RELEASES_MODULE", _releases_copy(tmp_path, wrong))
+    monkeypatch.setenv("GOPROXY", "off")
+    with pytest.raises(UserError, match=re.escape("cannot fetch sigs.k8s.io/jobset@v0.12.0") + ".*checksum mismatch"):
+        gomodules.module_dir(JOBSET.module, JOBSET.version, progress=lambda _: None)
+
+
+def test_a_release_go_sum_does_not_pin_is_refused_before_fetching(tmp_path, monkeypatch):
+    monkeypatch.setattr(gomodules, "RELEASES_MODULE", _releases_copy(tmp_path, ""))
+    with pytest.raises(UserError, match=re.escape("kube/releases/go.sum has no hash for sigs.k8s.io/jobset v0.12.0")):
+        gomodules.module_dir(JOBSET.module, JOBSET.version, progress=lambda _: None)
+
+
+def test_a_failed_download_is_a_user_error(go, tmp_path, monkeypatch):
+    version = "v0.0.1-trainyard-none"
+    line = f"{JOBSET.module} {version} h1:AAAAV0px8Ongq/RXmJg6V0w2UC67aiR+rCMD06vhQQQ=\n"
+    monkeypatch.setattr(gomodules, "RELEASES_MODULE", _releases_copy(tmp_path, line))
+    monkeypatch.setenv("GOPROXY", "off")
+    with pytest.raises(UserError, match=r"cannot fetch sigs.k8s.io/jobset@v0.0.1-trainyard-none .*GOPROXY"):
+        gomodules.module_dir(JOBSET.module, version, progress=lambda _: None)
+
+
+def test_without_go_the_error_says_to_install_it(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setattr(gomodules, "GO_FALLBACKS", ())
+    with pytest.raises(UserError, match=r"install Go >= 1\.26"):
+        gomodules.module_dir(JOBSET.module, JOBSET.version, progress=lambda _: None)
