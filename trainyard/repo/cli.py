@@ -1,4 +1,4 @@
-"""``trainyard render | generate | validate | preview | new-job``: the GitOps repository's commands."""
+"""``trainyard render | pins | generate | validate | preview | new-job``: the GitOps repository's commands."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ def register(add_parser: AddParser) -> None:
         description="Build clusters/<cluster>/ with kustomize, then follow every Application and ApplicationSet "
         "whose source is this repository (base/repo/repo.env), as Argo CD would, and print the objects as YAML, "
         "Application by Application in sync-wave order (--out: one file per Application). Upstream sources "
-        "(Kubeflow Trainer, Kueue, the v1 Training Operator, Multus, cert-manager, whereabouts) cannot be fetched "
-        "offline and are listed with their pinned revision.",
+        "(Kubeflow Trainer, Kueue, the v1 Training Operator, Multus, cert-manager, Whereabouts, the RDMA device "
+        "plugin) are rendered from the Go module of their pinned release (kube/releases/go.sum) with the kustomize "
+        "and Helm Argo CD bundles.",
     )
     p.add_argument("--cluster", action="append", default=[], metavar="C", help="a cluster (repeatable; default all)")
     p.add_argument(
@@ -26,6 +27,18 @@ def register(add_parser: AddParser) -> None:
         help="write DIR/<cluster>/NN-<application>.yaml and an INDEX.txt instead of printing YAML",
     )
     p.set_defaults(func=_render)
+
+    p = add_parser(
+        "pins",
+        help="list every upstream component each cluster installs: version, source, images, known issues",
+        description="Render the clusters and list each upstream release they install (trainyard/repo/model/"
+        "releases.py): its version and git tag or chart, the Go module CI reads it from, the clusters and "
+        "Applications that install it, the images its objects run, why this version, the known issues with their "
+        "mitigation, and the day the pins were last reviewed.",
+    )
+    p.add_argument("--cluster", action="append", default=[], metavar="C", help="a cluster (repeatable; default all)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=_pins)
 
     p = add_parser(
         "generate",
@@ -122,6 +135,20 @@ def _render(args: argparse.Namespace) -> int:
     repo = repository.load()
     text, _ = render.render(repo, args.cluster or None, Path(args.out) if args.out else None)
     sys.stdout.write(text)
+    return 0
+
+
+def _pins(args: argparse.Namespace) -> int:
+    from trainyard.contract.errors import CheckFailed
+    from trainyard.repo import pins
+    from trainyard.repo.model import repository
+
+    repo = repository.load()
+    try:
+        rows = pins.collect(repo, args.cluster or None)
+    except pins.PinsFailed as exc:
+        raise CheckFailed(str(exc)) from None
+    sys.stdout.write(pins.as_json(rows) if args.json else pins.as_table(rows))
     return 0
 
 

@@ -87,7 +87,8 @@ RELEASES: tuple[Release, ...] = (
         git="https://github.com/kubeflow/trainer.git",
         why="the newest release the Go module proxy serves (2026-11-27); the runtimes use "
         "mlPolicy.torch.envInjection, new in v2.3.0",
-        supported="Kubernetes 1.33-1.36 run in the tests (kube-apiserver v1.36.3)",
+        supported="the clusters run Kubernetes 1.33-1.36; its controller runs in the tests against "
+        "kube-apiserver v1.36.3",
         issues=(
             Issue(
                 "kubeflow/trainer#3737, #3779 (fixed by #3891, after v2.3.0)",
@@ -95,8 +96,8 @@ RELEASES: tuple[Release, ...] = (
                 "ttlSecondsAfterFinished) is recreated, and its JobSet's restart count starts again at 0",
                 "restarts are bounded by each Job's backoffLimit in the generated runtimes, and nothing "
                 "deletes a JobSet: the runtimes set no ttlSecondsAfterFinished and `trainyard validate` "
-                "refuses one in a runtime or a TrainJob patch; docs/trainer-v2.md says not to delete a "
-                "failed TrainJob's JobSet by hand (delete the TrainJob)",
+                "refuses a runtime that does (a TrainJob's runtimePatches cannot set it); docs/trainer-v2-kueue.md "
+                "says to delete a failed TrainJob, never its JobSet",
             ),
             Issue(
                 "Kueue v0.19.2 is built against Trainer v2.2.1 (kueue@v0.19.2:go.mod)",
@@ -104,9 +105,11 @@ RELEASES: tuple[Release, ...] = (
                 "TorchMLPolicySource.envInjection (the generated runtimes use it) and "
                 "PodSpecPatch.terminationGracePeriodSeconds. Kueue's published v0.19.2 image decodes "
                 "runtimes without them when it computes a Workload's PodSets",
-                "neither field changes a PodSet's resources, placement or count, which is all Kueue "
-                "reads; the pair runs in the tests with Kueue compiled against v2.3.0 "
-                "(kube/controllers/go.mod), and the published image differs only in those two fields",
+                "neither field changes a PodSet's resources, placement or count, which is what Kueue "
+                "reads; but Kueue also compiles Trainer's runtime code (it builds the JobSet a TrainJob "
+                "would get), at v2.2.1 in the published image. The tests run the pair as "
+                "kube/controllers/go.mod builds it (Kueue against v2.3.0); a cluster that must match them "
+                "runs a Kueue image built from that module",
             ),
         ),
     ),
@@ -134,7 +137,8 @@ RELEASES: tuple[Release, ...] = (
         git="https://github.com/kubernetes-sigs/kueue.git",
         why="the newest release the Go module proxy serves (2026-11-27); topology-aware scheduling "
         "and the TrainJob integration on by default",
-        supported="Kubernetes 1.33-1.36 run in the tests",
+        supported="the clusters run Kubernetes 1.33-1.36; its controller runs in the tests against "
+        "kube-apiserver v1.36.3",
         chart=Chart(
             repo="registry.k8s.io/kueue/charts",
             name="kueue",
@@ -188,7 +192,7 @@ RELEASES: tuple[Release, ...] = (
         why="v1.15 reached end of life (its last release v1.15.5; GHSA-r4pg-vg54-wxx4 fixed in v1.15.4) "
         "and was tested up to Kubernetes 1.31; v1.21 is a supported line for Kubernetes 1.33-1.36 "
         "(cert-manager/website: content/docs/releases/README.md), and Kueue v0.19.2 builds against v1.21",
-        supported="Kubernetes 1.33-1.36",
+        supported="Kubernetes 1.33-1.36; not run here (its CRDs are served by the local cluster)",
         chart=Chart(
             repo="https://charts.jetstack.io",
             name="cert-manager",
@@ -205,7 +209,8 @@ RELEASES: tuple[Release, ...] = (
         version="v4.3.0",
         git="https://github.com/k8snetworkplumbingwg/multus-cni.git",
         why="the newest release the Go module proxy serves (2026-11-27)",
-        supported="Kubernetes 1.33-1.36 run in the tests",
+        supported="a CNI plugin, not run here (no container runtime): its objects are rendered and validated, its "
+        "CRD served by the local cluster",
         issues=(
             Issue(
                 "k8snetworkplumbingwg/multus-cni#1346, #1349",
@@ -235,7 +240,8 @@ RELEASES: tuple[Release, ...] = (
         why="v0.8.0's manifests ran the floating :latest image, which no longer holds the IP "
         "reconciler v0.8.0 expects, so stale IPs were never reclaimed; v0.9.4 runs the reconciler as "
         "a Deployment of its own",
-        supported="Kubernetes 1.33-1.36 run in the tests",
+        supported="an IPAM plugin, not run here (no container runtime): its objects are rendered and validated, its "
+        "CRDs served by the local cluster",
         issues=(
             Issue(
                 "the tag's doc/crds/daemonset-install.yaml and reconciler-deployment.yaml",
@@ -252,7 +258,14 @@ RELEASES: tuple[Release, ...] = (
         version="v1.5.3",
         git="https://github.com/Mellanox/k8s-rdma-shared-dev-plugin.git",
         why="the newest release the Go module proxy serves (2026-11-27)",
-        supported="clusters with RDMA NICs (prod-ib, prod-roce)",
+        supported="clusters with RDMA NICs (prod-ib, prod-roce); a device plugin, not run here",
+        issues=(
+            Issue(
+                "the tag's deployment/k8s/base/daemonset.yaml",
+                "names the image without a tag (latest), and tolerates none of the GPU nodes' taints",
+                "base/rdma-device-plugin pins v1.5.3 and adds a toleration of every taint and resource requests",
+            ),
+        ),
     ),
     Release(
         key="argocd",

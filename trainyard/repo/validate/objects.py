@@ -39,6 +39,16 @@ def check_resource(ctx: ClusterCheck, r: Resource) -> None:
         if trainjob.is_runtime(r.doc):
             for p in trainjob.runtime_problems(r.doc):
                 ctx.err(where, f"Kubeflow Trainer {trainjob.TRAINER_VERSION} would refuse it: {p}", obj)
+            jobset = ((r.doc.get("spec") or {}).get("template") or {}).get("spec") or {}
+            if isinstance(jobset, dict) and jobset.get("ttlSecondsAfterFinished") is not None:
+                # a TrainJob's runtimePatches cannot set it (JobSetSpecPatch holds replicatedJobs only)
+                ctx.err(
+                    where,
+                    "spec.template.spec.ttlSecondsAfterFinished: JobSet deletes the finished JobSet, and Kubeflow "
+                    f"Trainer {trainjob.TRAINER_VERSION} then recreates a failed TrainJob's JobSet with its restart "
+                    "count reset (kubeflow/trainer#3737, #3779); leave it unset (`trainyard pins` lists this issue)",
+                    obj,
+                )
     elif nad.is_nad(r.doc):
         errors, warnings = nad.config_problems(r.doc)
         for e in errors:

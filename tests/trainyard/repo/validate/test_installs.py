@@ -128,3 +128,13 @@ def test_every_kind_of_the_job_bases_is_served(report):
                 group, _, version = doc["apiVersion"].rpartition("/")
                 if "." in group and not group.endswith(".k8s.io"):
                     assert version in served[(group, doc["kind"])], path
+
+
+def test_a_runtime_that_lets_jobset_delete_finished_jobsets_is_refused(repo_copy):
+    """kubeflow/trainer#3737: Trainer v2.3.0 recreates a failed TrainJob's JobSet once it is gone."""
+    path = repo_copy.root / "base/runtimes/tcp/clustertrainingruntime.yaml"
+    doc = yaml.safe_load(path.read_text())
+    doc["spec"]["template"]["spec"]["ttlSecondsAfterFinished"] = 600
+    path.write_text(yaml.safe_dump(doc))
+    errors = errors_of(validate.validate(repo_copy, ["dev"]))
+    assert any("spec.template.spec.ttlSecondsAfterFinished" in e and "kubeflow/trainer#3737" in e for e in errors)

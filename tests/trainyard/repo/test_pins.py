@@ -1,0 +1,58 @@
+"""``trainyard pins``: the table and its JSON, from the clusters' renders."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from trainyard.cli import main
+from trainyard.contract.errors import UserError
+from trainyard.repo import pins
+from trainyard.repo.model import gomodules, releases, upstream
+
+
+@pytest.fixture(scope="module", autouse=True)
+def tools() -> None:
+    try:
+        gomodules.go_binary()
+        upstream.helm_command()
+    except UserError as exc:
+        pytest.skip(str(exc))
+
+
+def test_json_lists_every_component_with_what_the_render_installs(capsys):
+    assert main(["pins", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["reviewed"] == releases.REVIEWED
+    by = {c["component"]: c for c in out["components"]}
+    assert list(by) == [r.key for r in releases.RELEASES]
+    assert by["rdma-shared-device-plugin"]["clusters"] == ["prod-ib", "prod-roce"]  # dev has no RDMA NICs
+    assert by["whereabouts"]["images"] == ["ghcr.io/k8snetworkplumbingwg/whereabouts:v0.9.4"]
+    assert by["multus"]["images"] == ["ghcr.io/k8snetworkplumbingwg/multus-cni:v4.3.0-thick"]
+    assert by["kueue"]["chart"] == "kueue" and by["kueue"]["chart_version"] == "0.19.2"
+    assert by["cert-manager"]["go_module"] == "github.com/cert-manager/cert-manager@v1.21.2"
+    assert by["trainer"]["applications"] == ["trainyard-trainer"]
+    assert by["jobset"]["applications"] == ["trainyard-trainer"]  # through the trainer overlay
+    assert any("#3737" in i["ref"] for i in by["trainer"]["known_issues"])
+    assert all(by[k]["objects"] for k in by if k != "argocd")
+
+
+def test_table_has_a_row_per_component_and_the_issues_in_full(capsys):
+    assert main(["pins", "--cluster", "dev"]) == 0
+    out = capsys.readouterr().out
+    head, *rows = out.split("\n\n", 1)[0].splitlines()
+    assert head.split() == ["COMPONENT", "VERSION", "CLUSTERS", "SOURCE", "ISSUES"]
+    assert [r.split()[0] for r in rows] == [r.key for r in releases.RELEASES if r.key != "rdma-shared-device-plugin"]
+    assert "mitigation: base/multus/install raises the daemon's memory to 512Mi" in out
+
+
+def test_an_unknown_cluster_is_refused(capsys):
+    assert main(["pins", "--cluster", "nope"]) != 0
+    assert "nope" in capsys.readouterr().err
+
+
+def test_a_cluster_that_does_not_render_has_no_pins(repo_copy):
+    (repo_copy.root / "base/whereabouts/install/kustomization.yaml").write_text("resources: [missing.yaml]\n")
+    with pytest.raises(pins.PinsFailed, match="dev does not render"):
+        pins.collect(repo_copy, ["dev"])
