@@ -9,7 +9,7 @@ top      trainyard.cli               everything
 
 Floor 2 has rooms, ordered the same way (trainyard/repo/__init__.py says what each holds):
 
-model < upstream < generate < jobs < validate < the commands (trainyard/repo/cli.py, render.py)
+model < upstream < generate < jobs < validate < the commands (trainyard/repo/cli.py, render.py, pins.py)
 
 Every import in every module is read from the source (AST), the imports inside functions too, so
 a lazy import cannot hide an inverted floor. The images copy only the floors they run: the import
@@ -39,7 +39,7 @@ THIRD_PARTY = {
 
 # The rooms of floor 2, bottom to top; a module of trainyard.repo outside them is one of the commands.
 ROOMS = ("model", "upstream", "generate", "jobs", "validate")
-COMMANDS = ("cli", "render")
+COMMANDS = ("cli", "pins", "render")
 
 
 def floor_of(module: str) -> int | None:

@@ -54,11 +54,14 @@ def register(add_parser: AddParser) -> None:
     p = add_parser(
         "validate",
         help="check every cluster: schemas, operator rules, fabric, waves, images, NCCL env, admission",
-        description="Render every cluster and check it: built-in kinds against the Kubernetes 1.30 schemas "
+        description="Render every cluster, upstream releases included (from their pinned Go modules), and check "
+        "it: built-in kinds against the Kubernetes 1.30 schemas "
         "(strict), TrainJobs against Kubeflow Trainer's admission rules and their runtime, JobSet and Kueue, v1 "
         "jobs against the Training Operator's admission rules, generated files against their sources, the "
         "webhook's profile and its "
-        "network, sync waves, image tags, the NCCL env lint, unique job names, and each job's pods against the "
+        "network, sync waves, images pinned to a version, commit or digest (upstream ones too, naming the release), "
+        "kinds served by the CRDs the cluster installs, bindings and webhooks that reach what they name, "
+        "the NCCL env lint, unique job names, and each job's pods against the "
         "ValidatingAdmissionPolicy (CEL) before and after the webhook engine (on a cluster with admission: policy, "
         "its MutatingAdmissionPolicies, with a warning for each rule they cannot express). Exit 1 if anything is "
         "wrong.",

@@ -101,15 +101,13 @@ RELEASES: tuple[Release, ...] = (
             ),
             Issue(
                 "Kueue v0.19.2 is built against Trainer v2.2.1 (kueue@v0.19.2:go.mod)",
-                "between v2.2.1 and v2.3.0 the API gained two optional fields: "
-                "TorchMLPolicySource.envInjection (the generated runtimes use it) and "
-                "PodSpecPatch.terminationGracePeriodSeconds. Kueue's published v0.19.2 image decodes "
-                "runtimes without them when it computes a Workload's PodSets",
-                "neither field changes a PodSet's resources, placement or count, which is what Kueue "
-                "reads; but Kueue also compiles Trainer's runtime code (it builds the JobSet a TrainJob "
-                "would get), at v2.2.1 in the published image. The tests run the pair as "
-                "kube/controllers/go.mod builds it (Kueue against v2.3.0); a cluster that must match them "
-                "runs a Kueue image built from that module",
+                "Trainer v2.3.0's API adds TorchMLPolicySource.envInjection and "
+                "PodSpecPatch.terminationGracePeriodSeconds; Kueue's published v0.19.2 image writes TrainJobs "
+                "back from v2.2.1's struct when it suspends or resumes them, so a TrainJob's own "
+                "terminationGracePeriodSeconds patch would be lost",
+                "`trainyard validate` refuses a TrainJob whose runtimePatches set terminationGracePeriodSeconds; "
+                "envInjection lives in the runtimes, which Kueue only reads. The tests run Kueue compiled "
+                "against v2.3.0 (kube/controllers/go.mod): the running pair the README describes",
             ),
         ),
     ),

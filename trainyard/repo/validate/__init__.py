@@ -15,7 +15,12 @@ Per cluster, on what the emulated Argo CD renders (:mod:`trainyard.repo.upstream
 - Argo CD: every Application has an explicit sync wave; upstream sources are pinned (a tag or a
   commit, never HEAD or a branch); projects allow what their Applications deploy; an API group
   installed by a CRD provider is used only in a later wave;
-- no image without a tag or with ``latest``; the NCCL lint on every env of every container;
+- every image (upstream releases' too, rendered from their pinned modules) pinned by a version tag,
+  a commit tag or a digest, a refusal naming the release; the NCCL lint on every env of every
+  container;
+- what a cluster installs hangs together (:mod:`trainyard.repo.validate.installs`): kinds served by
+  its CRDs, CRD providers that say what they install, bindings to roles and ServiceAccounts that
+  exist, webhooks that reach a Service;
 - the cluster's declared facts (clusters/<cluster>/cluster.yaml: Kubernetes version, admission
   mode, node pools, topology labels) are complete and consistent;
 - TrainJobs: Kubeflow Trainer's admission rules with the job's runtime, the JobSet Trainer builds
