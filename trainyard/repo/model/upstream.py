@@ -256,7 +256,7 @@ def _helm(
         if folder is None and release.chart is not None:
             # the published chart: the tag's folder packaged as the release packages it
             staged = Path(tmp) / "chart" / chart_path.name
-            shutil.copytree(chart_path, staged)
+            _copy_writable(chart_path, staged)
             if release.chart.values:
                 _set_values(staged / "values.yaml", release.chart.values)
             _run([command, "package", str(staged), "--version", release.chart.version,
@@ -298,9 +298,17 @@ def _helm(
     return _helm_documents(out, shown, release, root, chart_path)
 
 
+def _copy_writable(source: Path, dest: Path) -> None:
+    """Copy a folder of the module cache (read-only files and folders) so that it can be edited
+    and removed by any user."""
+    shutil.copytree(source, dest, dirs_exist_ok=True, symlinks=False, copy_function=shutil.copyfile)
+    dest.chmod(0o755)
+    for p in dest.rglob("*"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+
+
 def _set_values(path: Path, values: tuple[tuple[str, str], ...]) -> None:
     """Write ``values`` (dotted keys) into a chart's values.yaml, as a release's yq edits do."""
-    path.chmod(0o644)  # copied from the read-only module cache
     doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     for dotted, value in values:
         node = doc
@@ -388,11 +396,10 @@ def _kustomize(
         names: dict[Path, str] = {}  # a file in the copy -> what to call it in messages
         for f in _reached(folder, root):
             dest = copy_root / f.relative_to(root)
-            shutil.copytree(f, dest, dirs_exist_ok=True, symlinks=False)
+            _copy_writable(f, dest)
             for p in dest.rglob("*"):
                 if p.is_file():
                     names[p.resolve()] = where + (p.relative_to(copy_root)).as_posix()
-                    p.chmod(0o644)  # module cache files are read-only
         for f in _reached(folder, root):
             rel = f.relative_to(root).as_posix()
             _localize(copy_root / rel, Path(tmp), names, f"{where}{rel}", progress)
