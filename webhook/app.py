@@ -85,8 +85,13 @@ def readiness(state: State) -> tuple[int, bytes]:
     return (503 if problems else 200), orjson.dumps(body)
 
 
-def _error(status: int, message: str) -> Response:
-    return Response(orjson.dumps({"error": message}), status_code=status, media_type="application/json")
+def _error(status: int, message: str, *, close: bool = False) -> Response:
+    # close: answered before the body was read to its end, so the connection cannot carry another
+    # request (the rest of the body would be read as one); uvicorn closes it after the response
+    headers = {"Connection": "close"} if close else None
+    return Response(
+        orjson.dumps({"error": message}), status_code=status, media_type="application/json", headers=headers
+    )
 
 
 def unsupported_media(request: Request) -> Response | None:
@@ -105,7 +110,7 @@ async def read_body(request: Request, timeout: float, budget: BodyBudget | None 
     if length is not None:
         try:
             if int(length) > MAX_BODY:
-                return _error(413, f"body of {length} bytes is over the {MAX_BODY} byte limit")
+                return _error(413, f"body of {length} bytes is over the {MAX_BODY} byte limit", close=True)
         except ValueError:
             return _error(400, "Content-Length is not a number")
     body, taken, complete = bytearray(), 0, False
@@ -114,15 +119,15 @@ async def read_body(request: Request, timeout: float, budget: BodyBudget | None 
             async for chunk in request.stream():
                 if budget is not None:
                     if not budget.take(len(chunk)):
-                        return _error(503, "too many request bodies in flight; retry")
+                        return _error(503, "too many request bodies in flight; retry", close=True)
                     taken += len(chunk)
                 body += chunk
                 if len(body) > MAX_BODY:
-                    return _error(413, f"body is over the {MAX_BODY} byte limit")
+                    return _error(413, f"body is over the {MAX_BODY} byte limit", close=True)
         complete = True
         return bytes(body)
     except TimeoutError:
-        return _error(408, f"body not received within {timeout:g} s")
+        return _error(408, f"body not received within {timeout:g} s", close=True)
     finally:
         if budget is not None and not complete:
             budget.give(taken)

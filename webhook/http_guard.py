@@ -92,6 +92,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     _parsed_bytes: int = 0  # bytes of the request line and headers parsed so far
     _in_headers: bool = True
     _refusal: str | None = None  # why the headers were refused (431)
+    _message_done = False  # the current request's body was read to its end
 
     accepting: Callable[[], bool] = staticmethod(lambda: True)  # type: ignore[assignment]
 
@@ -114,7 +115,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self._too_large(f"request headers over {self.limits.max_header_bytes} bytes")
 
     def on_message_begin(self) -> None:
-        self._in_headers, self._parsed_bytes = True, 0
+        self._in_headers, self._parsed_bytes, self._message_done = True, 0, False
         super().on_message_begin()
 
     def on_url(self, url: bytes) -> None:
@@ -144,12 +145,16 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         super().on_headers_complete()
 
     def on_message_complete(self) -> None:
+        self._message_done = True
         super().on_message_complete()
         if self.gate is not None:
             self.gate.working(self.gate_key)
 
     def on_response_complete(self) -> None:
-        self._in_headers, self._header_bytes = True, 0  # the next bytes start the next request
+        # the next bytes start the next request, unless the app answered before the body ended
+        # (then they are the rest of it, and the response closes the connection)
+        if self._message_done:
+            self._in_headers, self._header_bytes = True, 0
         super().on_response_complete()
         if self.gate is not None and not self.transport.is_closing():
             self.gate.idle(self.gate_key)

@@ -105,7 +105,9 @@ def test_http_errors(setup):
         assert post(c, b"{}", content_type="").status_code == 415
         big = b'{"pad": "' + b"x" * (3 * 1024 * 1024) + b'"}'
         r = post(c, big)
-        assert r.status_code == 413
+        # answered before the body ended: the connection closes, so the rest of the body is never
+        # read as the next request (which once came back 431 on the reused connection)
+        assert r.status_code == 413 and r.headers["connection"] == "close"
         # a JSON media type with parameters is fine
         assert (
             post(c, admission_review(example("tfjob-chief.yaml")), "application/json; charset=utf-8").status_code == 200
