@@ -1,10 +1,11 @@
 """The upstream controllers of a cluster, run from their own release manifests beside kube-apiserver.
 
 Each upstream Application (Kueue, Kubeflow Trainer with JobSet, the v1 training operator) is
-installed from the manifests of its pinned release, read from the release's Go module and built
-with the pinned kustomize (the install a cluster gets, less its Deployment and CRDs: the CRDs are
-synced with every other CRD, crds.py). Its controller then runs as the Deployment's manager
-container would run in a pod, with this machine as the kubelet:
+installed from the objects its render holds: the same render ``trainyard validate`` checks, read
+from the release's Go module with the kustomize or Helm Argo CD bundles
+(:mod:`trainyard.repo.model.upstream`), so the local cluster runs what Argo CD would apply, less
+its Deployments and CRDs (the CRDs are synced with every other CRD). Each controller then runs as
+its Deployment's manager container would run in a pod, with this machine as the kubelet:
 
 - the binary is the upstream main at the pinned release (components.py, target ``controllers``),
   with the container's args and env (``fieldRef`` to the pod's namespace and name resolved);
@@ -47,7 +48,6 @@ import json
 import os
 import shutil
 import ssl
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,11 +59,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from trainyard.cluster import components, crds
+from trainyard.cluster import components
 from trainyard.cluster.client import Kube
 from trainyard.cluster.processes import CRASHLOOP_INITIAL_S, CRASHLOOP_MAX_S, Daemon, free_port, spawn
 from trainyard.contract.errors import UserError
-from trainyard.repo.model import gomodules, releases
 
 Progress = Callable[[str], None]
 
@@ -95,13 +94,11 @@ class Controller:
 
 @dataclass(frozen=True)
 class Install:
-    """What one upstream Application installs: kustomizations of release modules, in a namespace."""
+    """What one upstream Application installs that runs here: its namespace and its controllers."""
 
     app: str
     namespace: str
-    sources: tuple[tuple[str, str], ...]  # (module, kustomization folder in it)
     controllers: tuple[Controller, ...]
-    config: Callable[[dict], dict] | None = None  # the ConfigMap the Application really installs
 
 
 def _serving_ports(config: dict, ports: dict[str, int]) -> list[str]:
@@ -124,32 +121,11 @@ def _operator_ports(config: dict, ports: dict[str, int]) -> list[str]:
     ]
 
 
-def _kueue_chart_config(configmap: dict) -> dict:
-    """The Configuration the Kueue chart installs (charts/kueue/templates/manager/manager-config.yaml:
-    values.yaml managerConfig.controllerManagerConfigYaml, with internalCertManagement on and
-    named after the release), in place of config/default's."""
-    values = _module("sigs.k8s.io/kueue") / "charts/kueue/values.yaml"
-    config = yaml.safe_load(yaml.safe_load(values.read_text())["managerConfig"]["controllerManagerConfigYaml"])
-    config.setdefault(
-        "internalCertManagement",
-        {
-            "enable": True,
-            "webhookServiceName": "kueue-webhook-service",
-            "webhookSecretName": "kueue-webhook-server-cert",
-        },
-    )
-    data = {"controller_manager_config.yaml": yaml.safe_dump(config, sort_keys=False)}
-    return {**configmap, "data": data}
-
-
-# Names: each release's manifests (kustomize build of the folders below) and cert.go of each.
+# Names: each Application's rendered objects, and cert.go of each release.
 INSTALLS: tuple[Install, ...] = (
     Install(
         "trainyard-kueue",
         "kueue-system",
-        # config/default is the release's manifests.yaml; the chart templates are made from it
-        # (hack/processing-plan.yaml), so names, RBAC and webhooks agree
-        (("sigs.k8s.io/kueue", "config/default"),),
         (
             Controller(
                 "kueue",
@@ -161,20 +137,12 @@ INSTALLS: tuple[Install, ...] = (
                 ("--feature-gates=VisibilityOnDemand=false",),
             ),
         ),
-        config=_kueue_chart_config,
     ),
     Install(
         "trainyard-trainer",
         "kubeflow-system",
-        # manifests/overlays/manager less its CRDs (synced apart) and with JobSet from its own
-        # module: the overlay takes JobSet's release manifests.yaml by URL, which is
-        # jobset@v0.12.0's config/default (Makefile release target), moved into kubeflow-system
-        (
-            ("github.com/kubeflow/trainer/v2", "manifests/base/manager"),
-            ("github.com/kubeflow/trainer/v2", "manifests/base/rbac"),
-            ("github.com/kubeflow/trainer/v2", "manifests/base/webhook"),
-            ("sigs.k8s.io/jobset", "config/default"),
-        ),
+        # manifests/overlays/manager, with JobSet (its release asset, built from the jobset module)
+        # moved into kubeflow-system
         (
             Controller(
                 "trainer-controller-manager",
@@ -197,7 +165,6 @@ INSTALLS: tuple[Install, ...] = (
     Install(
         "trainyard-training-operator",
         "kubeflow",
-        (("github.com/kubeflow/training-operator", "manifests/overlays/standalone"),),
         (
             Controller(
                 "training-operator.v1",
@@ -211,36 +178,6 @@ INSTALLS: tuple[Install, ...] = (
     ),
 )
 BY_APP = {i.app: i for i in INSTALLS}
-
-
-# --- manifests ---------------------------------------------------------------------------------
-
-
-def _module(module: str, progress: Progress = print) -> Path:
-    """The tree of ``module`` at the release the repository pins (trainyard/repo/model/releases.py)."""
-    release = releases.BY_MODULE[module]
-    return gomodules.module_dir(release.module, release.version, progress=progress)
-
-
-def manifests(install: Install, work: Path, progress: Progress = print) -> list[dict]:
-    """The release's objects for ``install``, as its kustomizations build them."""
-    work.mkdir(parents=True, exist_ok=True)
-    resources = []
-    for module, folder in install.sources:
-        source = _module(module, progress) / folder
-        resources.append(os.path.relpath(source, work))  # kustomize takes no absolute paths
-    kustomization = {
-        "apiVersion": "kustomize.config.k8s.io/v1beta1",
-        "kind": "Kustomization",
-        "namespace": install.namespace,
-        "resources": resources,
-    }
-    (work / "kustomization.yaml").write_text(yaml.safe_dump(kustomization, sort_keys=False))
-    kustomize = components.command("kustomize", progress=progress)
-    proc = subprocess.run([kustomize, "build", str(work)], capture_output=True, text=True)
-    if proc.returncode:
-        raise ControllerError(f"kustomize build of {install.app}'s release manifests failed: {proc.stderr.strip()}")
-    return [d for d in yaml.load_all(proc.stdout, Loader=crds.LOADER) if d]
 
 
 # --- certificates --------------------------------------------------------------------------------
@@ -377,9 +314,17 @@ def _mount_wrapper(mounts: dict[str, Path], argv: list[str]) -> list[str]:
 
 
 def start_install(
-    kube: Kube, install: Install, folder: Path, server: str, ca_file: Path, *, progress: Progress = print
+    kube: Kube,
+    install: Install,
+    rendered: list[dict],
+    folder: Path,
+    server: str,
+    ca_file: Path,
+    *,
+    progress: Progress = print,
 ) -> list[Running]:
-    """Apply ``install``'s release objects (webhooks rewritten to loopback) and start its controllers."""
+    """Apply ``install``'s objects, ``rendered`` (its Application's render; webhooks rewritten to
+    loopback), and start its controllers."""
     if shutil.which("unshare") is None:
         raise ControllerError("the 'unshare' command (util-linux) is needed to run the upstream controllers")
     if os.geteuid() != 0:
@@ -388,7 +333,7 @@ def start_install(
             "or `trainyard cluster up --no-controllers` for the control plane and admission alone"
         )
     work = folder / "controllers" / install.app
-    docs = manifests(install, work / "kustomize", progress)
+    docs = [d for d in rendered if d.get("kind") != "Namespace"]  # the sync made the destination
     deployments = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Deployment"}
     bins = components.build("controllers", progress=progress)
     running: list[Running] = []
@@ -400,14 +345,9 @@ def start_install(
         certs[c.secret] = rotator_secret_data(c.ca, f"{c.service}.{install.namespace}.svc")
         urls[c.service] = f"https://127.0.0.1:{ports['webhook']}"
         plans.append((c, ports))
-    if install.config is not None:  # the ConfigMap the Application really installs, made once
-        docs = [
-            install.config(d) if d["kind"] == "ConfigMap" and "manager-config" in d["metadata"]["name"] else d
-            for d in docs
-        ]
     present = {d["metadata"]["name"] for d in docs if d["kind"] == "Secret"}
     for c in install.controllers:
-        if c.secret not in present:  # Trainer's overlay makes it with a secretGenerator
+        if c.secret not in present:  # a rotator keeps the Secret it finds; one the render lacks is made
             meta = {"name": c.secret, "namespace": install.namespace}
             docs.append({"apiVersion": "v1", "kind": "Secret", "metadata": meta, "type": "Opaque"})
     for doc in docs:

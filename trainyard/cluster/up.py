@@ -23,6 +23,7 @@ from trainyard.cluster.processes import free_port
 from trainyard.cluster.webhook import LocalFabricWebhook, admission_config, runs_webhook
 from trainyard.contract.errors import UserError
 from trainyard.repo.model import declared
+from trainyard.repo.model.rendered import tree_copy
 from trainyard.repo.model.repository import Repository
 from trainyard.repo.upstream import argocd
 
@@ -133,8 +134,9 @@ def up(
                 if install is None or not run_controllers:
                     return None
                 t1 = time.monotonic()
+                rendered = [tree_copy(r.doc) for r in render.app(name).resources]  # type: ignore[union-attr]
                 ran = controllers.start_install(
-                    kube, install, folder, state.server, started.paths.pki.ca, progress=progress
+                    kube, install, rendered, folder, state.server, started.paths.pki.ca, progress=progress
                 )
                 state.daemons.extend(r.daemon for r in ran)
                 state.save(folder)

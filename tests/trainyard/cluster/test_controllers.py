@@ -17,8 +17,8 @@ from trainyard.cluster import controllers
 from trainyard.cluster.client import ApiError
 from trainyard.cluster.components import KUBE_MODULE, TARGETS
 from trainyard.cluster.processes import free_port, wait_for
-from trainyard.repo.model import releases
-from trainyard.repo.upstream import training_operator, trainjob
+from trainyard.repo.model import releases, repository
+from trainyard.repo.upstream import argocd, training_operator, trainjob
 from trainyard.sandbox.processes import descendants
 
 NAMESPACE = "trainyard-test-controllers"
@@ -29,11 +29,19 @@ def _go_mod_requires(path) -> dict[str, str]:
     return dict(re.findall(r"^\s+(\S+) (v\S+)\s*$", text.split("require (", 1)[1].split("\n)", 1)[0], re.M))
 
 
-def test_the_controllers_module_pins_the_releases_the_applications_install():
-    pinned = _go_mod_requires(KUBE_MODULE / "controllers" / "go.mod")
+def test_each_controller_runs_from_its_applications_render():
+    """The Deployment, webhook Service and Secret each controller takes are in what its Application
+    renders (the objects validate checks and Argo CD applies), in the Install's namespace."""
+    render = argocd.render_cluster(repository.load(KUBE_MODULE.parent), "dev")
     for install in controllers.INSTALLS:
-        for module, _ in install.sources:
-            assert pinned[module] == releases.BY_MODULE[module].version, module
+        ar = render.app(install.app)
+        assert ar is not None and ar.upstream, install.app
+        found = {(r.kind, r.namespace, r.name) for r in ar.resources}
+        for c in install.controllers:
+            for kind, name in (("Deployment", c.deployment), ("Service", c.service), ("Secret", c.secret)):
+                assert (kind, install.namespace, name) in found, (install.app, kind, name)
+    pinned = _go_mod_requires(KUBE_MODULE / "controllers" / "go.mod")
+    assert pinned == {m: releases.BY_MODULE[m].version for m in pinned}
     built = set(TARGETS["controllers"].names)
     assert built == {c.binary for i in controllers.INSTALLS for c in i.controllers}
 
