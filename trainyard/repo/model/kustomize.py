@@ -139,6 +139,11 @@ def clear_cache() -> None:
         _cache.clear()
 
 
+def disk_cache() -> build_cache.BuildCache | None:
+    """The disk cache this process keeps builds in (None: none), upstream renders too."""
+    return _disk
+
+
 def use_disk_cache(directory: Path | None) -> build_cache.BuildCache | None:
     """Keep builds on disk under ``directory`` (None: no disk cache) from now on in this process;
     see :mod:`trainyard.repo.model.build_cache`."""

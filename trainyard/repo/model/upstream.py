@@ -34,13 +34,14 @@ import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from trainyard.contract.errors import UserError
-from trainyard.repo.model import gomodules, kustomize, releases
+from trainyard.repo.model import build_cache, gomodules, kustomize, releases
 from trainyard.repo.model.rendered import ORIGIN_ANNOTATION, Resource, tree_copy
 from trainyard.repo.model.repository import Repository, kustomization_file
 
@@ -134,8 +135,10 @@ def render_source(
     folder = (root / path).resolve()
     if not folder.is_dir() or root.resolve() not in (folder, *folder.parents):
         raise UpstreamError(f"{where}: path {path!r} is not a folder of {release.module}@{release.version}")
-    key = _key("git", release.key, path, source.get("helm"), source.get("directory"), namespace, kube_version)
-    if (folder / "Chart.yaml").is_file():
+    chart = (folder / "Chart.yaml").is_file()
+    # only Helm reads the cluster's Kubernetes version; a kustomize build is the same for every cluster
+    key = _key("git", release.key, path, source.get("helm"), source.get("directory"), namespace, chart and kube_version)
+    if chart:
         _refuse_keys(source, where, {"repoURL", "targetRevision", "path", "helm"})
         docs = _cached(key, lambda: _helm(release, folder, source, app, namespace, kube_version, progress))
     elif kustomization_file(folder) is not None:
@@ -172,14 +175,21 @@ def argocd_crds(*, progress: Progress = lambda _: None) -> list[dict]:
     the repository's bootstrap; read from its module at the pinned release. Fresh copies."""
     if not _ARGOCD:
         r = releases.BY_KEY["argocd"]
-        folder = gomodules.module_dir(r.module, r.version, progress=progress)
-        files = sorted(folder.glob(ARGOCD_CRDS))
-        if not files:
-            raise UpstreamError(f"{r.module}@{r.version}:{ARGOCD_CRDS}: no file matches")
-        for path in files:
-            where = f"{r.module}@{r.version}:{path.relative_to(folder).as_posix()}"
-            _ARGOCD.extend(d for d in kustomize.load_documents(path.read_text(encoding="utf-8"), where)
-                           if d.get("kind") == "CustomResourceDefinition")  # fmt: skip
+
+        def read() -> list[tuple[dict, str]]:
+            folder = gomodules.module_dir(r.module, r.version, progress=progress)
+            files = sorted(folder.glob(ARGOCD_CRDS))
+            if not files:
+                raise UpstreamError(f"{r.module}@{r.version}:{ARGOCD_CRDS}: no file matches")
+            out = []
+            for path in files:
+                where = f"{r.module}@{r.version}:{path.relative_to(folder).as_posix()}"
+                for d in kustomize.load_documents(path.read_text(encoding="utf-8"), where):
+                    if d.get("kind") == "CustomResourceDefinition":
+                        out.append((d, where))
+            return out
+
+        _ARGOCD.extend(d for d, _ in _disk_cached(_key("argocd-crds", r.module, r.version, ARGOCD_CRDS), read))
     return [tree_copy(d) for d in _ARGOCD]
 
 
@@ -207,12 +217,46 @@ def _cached(key: str, make: Callable[[], list[tuple[dict, str]]]) -> tuple[dict,
     with _LOCK:
         found = _CACHE.get(key)
     if found is None:
-        made = make()
+        made = _disk_cached(key, make)
         with _LOCK:
             _CACHE[key] = tuple(d for d, _ in made)
             _ORIGINS[key] = tuple(o for _, o in made)
             found = _CACHE[key]
     return found
+
+
+# What decides a render besides its source: the render's own code, the modules' hashes and the
+# tools. A release's tree is fixed by its go.sum hash, so no file of it needs reading for the key.
+_CODE = (Path(__file__), Path(releases.__file__))
+
+
+@lru_cache(maxsize=1)
+def _fingerprint() -> str:
+    h = hashlib.sha256(b"trainyard-upstream-render/1\0")
+    for path in (*_CODE, gomodules.RELEASES_MODULE / "go.sum"):
+        h.update(path.read_bytes() + b"\0")
+    h.update(build_cache.tool_version(kustomize.command()).encode() + b"\0")
+    try:
+        helm = subprocess.run([helm_command(), "version", "--short"], capture_output=True, text=True, timeout=60)
+        h.update(helm.stdout.encode())
+    except (UpstreamError, OSError, subprocess.TimeoutExpired):
+        h.update(b"no helm")
+    return h.hexdigest()
+
+
+def _disk_cached(key: str, make: Callable[[], list[tuple[dict, str]]]) -> list[tuple[dict, str]]:
+    """``make()``, kept in the build cache of ``trainyard validate`` (kustomize.use_disk_cache) when
+    there is one: rendering a chart or an overlay takes a second or more, reading it back a few ms."""
+    disk = kustomize.disk_cache()
+    if disk is None:
+        return make()
+    entry = hashlib.sha256(f"{_fingerprint()}\0{key}".encode()).hexdigest()
+    stored = disk.get(entry)
+    if stored is not None:
+        return [(r.doc, r.origin or "") for r in stored]
+    made = make()
+    disk.put(entry, [Resource(doc=d, origin=o) for d, o in made])
+    return made
 
 
 def _resources(key: str, docs: tuple[dict, ...], app: str | None) -> list[Resource]:

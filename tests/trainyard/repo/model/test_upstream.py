@@ -209,3 +209,29 @@ def test_local_upstream_objects_name_the_url_they_came_from():
     (c,) = ds.doc["spec"]["template"]["spec"]["containers"]
     assert c["image"] == "ghcr.io/k8snetworkplumbingwg/multus-cni:v4.3.0-thick"
     assert c["resources"]["requests"]["memory"] == c["resources"]["limits"]["memory"] == "512Mi"
+
+
+def test_renders_are_kept_in_the_build_cache(tmp_path, monkeypatch):
+    """A second process (the in-process cache cleared) reads the render back without Helm; the
+    objects and their origins are the same."""
+    from trainyard.repo.model import kustomize
+
+    kustomize.use_disk_cache(tmp_path)
+    try:
+        upstream.clear_cache()
+        first = _render("trainyard-kueue")
+        upstream.clear_cache()
+
+        def no_helm(*_a, **_k):
+            raise AssertionError("helm ran although the render was in the build cache")
+
+        monkeypatch.setattr(upstream, "_helm", no_helm)
+        again = _render("trainyard-kueue")
+        assert [(r.doc, r.origin) for r in again] == [(r.doc, r.origin) for r in first]
+        assert kustomize.disk_cache().hits >= 1
+        upstream.clear_cache()
+        with pytest.raises(AssertionError, match="helm ran"):  # another Kubernetes version is another render
+            _render("trainyard-kueue", kube_version="1.34")
+    finally:
+        kustomize.use_disk_cache(None)
+        upstream.clear_cache()
