@@ -486,11 +486,17 @@ def _localize(folder: Path, tmp: Path, names: dict[Path, str], shown: str, progr
     file = kustomization_file(folder)
     if file is None:
         return
-    text = file.read_text(encoding="utf-8")
-    doc = yaml.safe_load(text) or {}
+    try:
+        doc = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, yaml.YAMLError):
+        return  # kustomize reports it, naming the file
+    if not isinstance(doc, dict):
+        return
     changed = False
     for key in ("resources", "bases", "components"):
-        entries = doc.get(key) or []
+        entries = doc.get(key)
+        if not isinstance(entries, list):
+            continue
         for i, entry in enumerate(entries):
             if not kustomize.is_remote(entry):
                 continue

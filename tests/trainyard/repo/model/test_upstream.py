@@ -235,3 +235,15 @@ def test_renders_are_kept_in_the_build_cache(tmp_path, monkeypatch):
     finally:
         kustomize.use_disk_cache(None)
         upstream.clear_cache()
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["- a\n- b\n", "resources: https://x\n", "resources: {https://x: 1}\n", "\ufeff\x00\xff", ": : :\n", "[unclosed\n"],
+)
+def test_a_broken_kustomization_is_left_to_kustomize(repo_copy, text):
+    """A platform kustomization that is not a mapping of lists is left to kustomize, whose refusal
+    names the folder: never a traceback."""
+    (repo_copy.root / "base/multus/install/kustomization.yaml").write_text(text, encoding="utf-8", errors="replace")
+    with pytest.raises(UserError, match=r"base/multus/install.*kustomize build failed"):
+        upstream.render_local(repo_copy, repo_copy.root / "base/multus/install")
