@@ -32,6 +32,18 @@ def report(repo: repository.Repository) -> validate.Report:
     return validate.validate(repo)
 
 
+@pytest.fixture(scope="session")
+def upstream_tools() -> None:
+    """Go (the upstream releases' modules) and Helm (their charts); skipped with the reason without."""
+    from trainyard.repo.model import gomodules, upstream
+
+    try:
+        gomodules.go_binary()
+        upstream.helm_command()
+    except UserError as exc:
+        pytest.skip(str(exc))
+
+
 @pytest.fixture
 def repo_copy(tmp_path: Path) -> repository.Repository:
     for name in COPIED:

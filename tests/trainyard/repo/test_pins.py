@@ -7,18 +7,10 @@ import json
 import pytest
 
 from trainyard.cli import main
-from trainyard.contract.errors import UserError
 from trainyard.repo import pins
-from trainyard.repo.model import gomodules, releases, upstream
+from trainyard.repo.model import releases
 
-
-@pytest.fixture(scope="module", autouse=True)
-def tools() -> None:
-    try:
-        gomodules.go_binary()
-        upstream.helm_command()
-    except UserError as exc:
-        pytest.skip(str(exc))
+pytestmark = pytest.mark.usefixtures("upstream_tools")
 
 
 def test_json_lists_every_component_with_what_the_render_installs(capsys):

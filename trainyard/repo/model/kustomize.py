@@ -77,33 +77,47 @@ class Remote:
     images: tuple[str, ...]  # "name:tag" / "name@digest" from the kustomizations' images:
 
 
+def kustomizations(folder: Path, root: Path) -> dict[Path, dict]:
+    """Every folder ``folder``'s kustomization reaches through its local resources, bases and
+    components (inside ``root``), with its kustomization parsed: {} where there is none or it is not
+    a mapping (kustomize reports that when the folder is built)."""
+    found: dict[Path, dict] = {}
+    pending = [folder.resolve()]
+    while pending:
+        current = pending.pop()
+        if current in found or root not in (current, *current.parents):
+            continue
+        found[current] = doc = _kustomization(current)
+        for key in ("resources", "bases", "components"):
+            entries = doc.get(key)
+            for entry in entries if isinstance(entries, list) else []:
+                if isinstance(entry, str) and not is_remote(entry) and (current / entry).is_dir():
+                    pending.append((current / entry).resolve())
+    return found
+
+
+def _kustomization(folder: Path) -> dict:
+    file = kustomization_file(folder)
+    if file is None:
+        return {}
+    try:
+        doc = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
 def remote_parts(repo: Repository, folder: Path) -> Remote:
     """The remote resources ``folder``'s kustomization reaches, through its local bases and
     components, with the ``images`` pins of those kustomizations."""
     urls: list[str] = []
     images: list[str] = []
-    seen: set[Path] = set()
-    pending = [folder.resolve()]
-    while pending:
-        current = pending.pop()
-        if current in seen or repo.root not in (current, *current.parents):
-            continue
-        seen.add(current)
-        file = kustomization_file(current)
-        if file is None:
-            continue
-        try:
-            doc = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
-        except (OSError, UnicodeDecodeError, yaml.YAMLError):
-            continue  # kustomize reports it when the folder is built
-        if not isinstance(doc, dict):
-            continue
+    for doc in kustomizations(folder, repo.root).values():
         for key in ("resources", "bases", "components"):
-            for entry in doc.get(key) or []:
+            entries = doc.get(key)
+            for entry in entries if isinstance(entries, list) else []:
                 if is_remote(entry):
                     urls.append(str(entry).strip())
-                elif isinstance(entry, str) and (current / entry).is_dir():
-                    pending.append((current / entry).resolve())
         for image in doc.get("images") or []:
             if isinstance(image, dict) and image.get("name"):
                 name = str(image.get("newName") or image["name"])

@@ -33,7 +33,6 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -70,14 +69,6 @@ class UpstreamError(UserError):
     exit_code = 1
 
 
-@dataclass(frozen=True)
-class Source:
-    """One Application source, as rendered: what it is, and from which release."""
-
-    release: releases.Release
-    describe: str  # "github.com/...@v1: path", for messages and `trainyard pins`
-
-
 def helm_command() -> str:
     pinned = Path(sys.executable).parent / "helm"
     if pinned.is_file() and os.access(pinned, os.X_OK):
@@ -90,6 +81,7 @@ def helm_command() -> str:
 
 _CACHE: dict[str, tuple[dict, ...]] = {}
 _ORIGINS: dict[str, tuple[str, ...]] = {}
+_ROOTS: dict[str, Path] = {}  # release key -> its module's folder
 _LOCK = threading.Lock()
 
 
@@ -97,6 +89,18 @@ def clear_cache() -> None:
     with _LOCK:
         _CACHE.clear()
         _ORIGINS.clear()
+        _ROOTS.clear()
+
+
+def _root(release: releases.Release, progress: Progress) -> Path:
+    """The release's tree, fetched (``go mod download``, checked against go.sum) once per process."""
+    with _LOCK:
+        found = _ROOTS.get(release.key)
+    if found is None:
+        found = gomodules.module_dir(release.module, release.version, progress=progress)
+        with _LOCK:
+            _ROOTS[release.key] = found
+    return found
 
 
 def render_source(
@@ -131,7 +135,7 @@ def render_source(
             f"(trainyard/repo/model/releases.py pins this repository at: {known})"
         )
     path = str(source.get("path") or ".").strip("/") or "."
-    root = gomodules.module_dir(release.module, release.version, progress=progress)
+    root = _root(release, progress)
     folder = (root / path).resolve()
     if not folder.is_dir() or root.resolve() not in (folder, *folder.parents):
         raise UpstreamError(f"{where}: path {path!r} is not a folder of {release.module}@{release.version}")
@@ -157,7 +161,7 @@ def render_local(repo: Repository, folder: Path, *, progress: Progress = lambda 
     """Build this repository's ``folder``, whose kustomizations list upstream files by URL, with
     each URL replaced by the file of its pinned release."""
     listing = []
-    for f in sorted(_reached(folder.resolve(), repo.root)):
+    for f in sorted(kustomize.kustomizations(folder, repo.root)):
         for p in sorted(f.rglob("*")):
             if p.is_file():
                 listing.append(f"{repo.rel(p)}\0{hashlib.sha256(p.read_bytes()).hexdigest()}")
@@ -167,30 +171,27 @@ def render_local(repo: Repository, folder: Path, *, progress: Progress = lambda 
 
 
 ARGOCD_CRDS = "manifests/crds/*-crd.yaml"  # the three argo-cd@v3.5.1:manifests/crds/kustomization.yaml lists
-_ARGOCD: list[dict] = []
 
 
 def argocd_crds(*, progress: Progress = lambda _: None) -> list[dict]:
     """Argo CD's own CRDs (Application, ApplicationSet, AppProject), which its install brings before
     the repository's bootstrap; read from its module at the pinned release. Fresh copies."""
-    if not _ARGOCD:
-        r = releases.BY_KEY["argocd"]
+    r = releases.BY_KEY["argocd"]
 
-        def read() -> list[tuple[dict, str]]:
-            folder = gomodules.module_dir(r.module, r.version, progress=progress)
-            files = sorted(folder.glob(ARGOCD_CRDS))
-            if not files:
-                raise UpstreamError(f"{r.module}@{r.version}:{ARGOCD_CRDS}: no file matches")
-            out = []
-            for path in files:
-                where = f"{r.module}@{r.version}:{path.relative_to(folder).as_posix()}"
-                for d in kustomize.load_documents(path.read_text(encoding="utf-8"), where):
-                    if d.get("kind") == "CustomResourceDefinition":
-                        out.append((d, where))
-            return out
+    def read() -> list[tuple[dict, str]]:
+        folder = _root(r, progress)
+        files = sorted(folder.glob(ARGOCD_CRDS))
+        if not files:
+            raise UpstreamError(f"{r.module}@{r.version}:{ARGOCD_CRDS}: no file matches")
+        out = []
+        for path in files:
+            where = f"{r.module}@{r.version}:{path.relative_to(folder).as_posix()}"
+            for d in kustomize.load_documents(path.read_text(encoding="utf-8"), where):
+                if d.get("kind") == "CustomResourceDefinition":
+                    out.append((d, where))
+        return out
 
-        _ARGOCD.extend(d for d, _ in _disk_cached(_key("argocd-crds", r.module, r.version, ARGOCD_CRDS), read))
-    return [tree_copy(d) for d in _ARGOCD]
+    return [tree_copy(d) for d in _cached(_key("argocd-crds", r.module, r.version, ARGOCD_CRDS), read)]
 
 
 # --- helpers ------------------------------------------------------------------------------------
@@ -291,7 +292,7 @@ def _helm(
         raise UpstreamError(
             f"{where}.{unknown[0]} is not rendered offline by trainyard (it follows {', '.join(sorted(HELM_KEYS))})"
         )
-    root = gomodules.module_dir(release.module, release.version, progress=progress)
+    root = _root(release, progress)
     chart_path = folder if folder is not None else root / release.chart.path  # type: ignore[union-attr]
     shown = f"{release.module}@{release.version}:{chart_path.relative_to(root).as_posix()}"
     command = helm_command()
@@ -401,34 +402,6 @@ def _directory(
     return out
 
 
-def _reached(folder: Path, root: Path) -> set[Path]:
-    """The folders ``folder``'s kustomization reaches through local resources, bases and components."""
-    seen: set[Path] = set()
-    pending = [folder]
-    while pending:
-        current = pending.pop()
-        if current in seen or root not in (current, *current.parents):
-            continue
-        seen.add(current)
-        for entry in _entries(current):
-            if not kustomize.is_remote(entry) and (current / entry).is_dir():
-                pending.append((current / entry).resolve())
-    return seen
-
-
-def _entries(folder: Path) -> list[str]:
-    file = kustomization_file(folder)
-    if file is None:
-        return []
-    try:
-        doc = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return []  # kustomize reports it
-    if not isinstance(doc, dict):
-        return []
-    return [str(e) for key in ("resources", "bases", "components") for e in doc.get(key) or [] if isinstance(e, str)]
-
-
 def _kustomize(
     root: Path, folder: Path, release: releases.Release | None, progress: Progress, repo: Repository | None = None
 ) -> list[tuple[dict, str]]:
@@ -438,13 +411,14 @@ def _kustomize(
     with tempfile.TemporaryDirectory(prefix="trainyard-upstream-") as tmp:
         copy_root = Path(tmp) / "tree"
         names: dict[Path, str] = {}  # a file in the copy -> what to call it in messages
-        for f in _reached(folder, root):
+        reached = kustomize.kustomizations(folder, root)
+        for f in reached:
             dest = copy_root / f.relative_to(root)
             _copy_writable(f, dest)
             for p in dest.rglob("*"):
                 if p.is_file():
                     names[p.resolve()] = where + (p.relative_to(copy_root)).as_posix()
-        for f in _reached(folder, root):
+        for f in reached:
             rel = f.relative_to(root).as_posix()
             _localize(copy_root / rel, Path(tmp), names, f"{where}{rel}", progress)
         target = copy_root / folder.relative_to(root)
@@ -525,7 +499,7 @@ def _fetch(url: str, folder: Path, tmp: Path, names: dict[Path, str], where: str
     m = GITHUB_RAW.match(url)
     if m:
         release = _release_of(m[1], m[2], m[3], url, where)
-        root = gomodules.module_dir(release.module, release.version, progress=progress)
+        root = _root(release, progress)
         path = (root / m[4]).resolve()
         if not path.is_file() or root.resolve() not in path.parents:
             raise UpstreamError(f"{where}: {url}: {m[4]} is not a file of {release.module}@{release.version}")
@@ -541,7 +515,7 @@ def _fetch(url: str, folder: Path, tmp: Path, names: dict[Path, str], where: str
                 f"{where}: {url}: {release.name} {release.version} has no release asset {m[4]!r} that trainyard "
                 "can build from the tag (trainyard/repo/model/releases.py)"
             )
-        root = gomodules.module_dir(release.module, release.version, progress=progress)
+        root = _root(release, progress)
         built = _kustomize(root, (root / asset.kustomization).resolve(), release, progress)
         local.write_text(yaml.safe_dump_all([d for d, _ in built], sort_keys=False), encoding="utf-8")
         names[local.resolve()] = f"{url} (built from {release.module}@{release.version}:{asset.kustomization})"
@@ -549,7 +523,7 @@ def _fetch(url: str, folder: Path, tmp: Path, names: dict[Path, str], where: str
     m = GIT_REMOTE.match(url)
     if m:
         release = _release_of(m[1], m[2], m[4], url, where)
-        root = gomodules.module_dir(release.module, release.version, progress=progress)
+        root = _root(release, progress)
         sub = (root / m[3]).resolve()
         if not sub.is_dir() or root.resolve() not in (sub, *sub.parents):
             raise UpstreamError(f"{where}: {url}: {m[3]} is not a folder of {release.module}@{release.version}")

@@ -10,12 +10,12 @@ from trainyard.repo.model.rendered import CLUSTER_SCOPED, Resource
 from trainyard.repo.model.repository import normalize_url
 from trainyard.repo.upstream import argocd
 from trainyard.repo.validate import ClusterCheck
+from trainyard.repo.validate.objects import floating
 
 ARGO_GROUP = "argoproj.io"
 PROVIDES_ANNOTATION = "trainyard.dev/provides"
 # Namespaces that exist before anything here is synced.
 PREEXISTING_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease", "argocd"})
-MOVING_TAGS = frozenset({"latest", "main", "master", "stable", "snapshot", "nightly", "edge"})
 _PINNED = re.compile(r"^(v?\d+(\.\d+){1,2}([-+.][0-9A-Za-z.-]+)?|[0-9a-f]{40})$")
 
 
@@ -39,11 +39,11 @@ def check_applications(ctx: ClusterCheck) -> None:
                     obj,
                 )
             for image in up.images:
-                tag = image.rpartition("@")[2] if "@" in image else image.rpartition(":")[2]
-                if "@" not in image and (not tag or tag in MOVING_TAGS or tag.startswith(("snapshot", "latest"))):
+                why = floating(image)  # the rule every rendered image meets (objects.py)
+                if why:
                     ctx.err(
                         where,
-                        f"image pin {image!r} for {up.repo_url} is a moving tag: pin a release tag or a digest",
+                        f"image pin {image!r} for {up.repo_url} is a moving tag ({why}): pin a release tag or a digest",
                         obj,
                     )
         project = projects.get(app.project)

@@ -21,9 +21,9 @@ from trainyard.contract.errors import UserError
 from trainyard.repo.model import schema, upstream
 from trainyard.repo.model.rendered import Resource
 from trainyard.repo.validate import ClusterCheck
+from trainyard.repo.validate.argo import PROVIDES_ANNOTATION
 
 CRD = "CustomResourceDefinition"
-PROVIDES_ANNOTATION = "trainyard.dev/provides"
 WEBHOOK_CONFIGURATIONS = frozenset({"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"})
 # Roles kube-apiserver creates at start-up (kubernetes@v1.36.3:plugin/pkg/auth/authorizer/rbac/
 # bootstrappolicy): policy.go ClusterRoles (the user-facing ones, and every system: role) and
@@ -37,10 +37,6 @@ def check_installs(ctx: ClusterCheck) -> None:
     check_provides(ctx)
     check_rbac(ctx)
     check_webhooks(ctx)
-
-
-def _builtin(r: Resource) -> bool:
-    return schema.has_schema(r.kind, r.api_version) or (r.group == "" and r.kind in ("List",))
 
 
 def served_kinds(crds: Iterable[dict]) -> dict[tuple[str, str], set[str]]:
@@ -65,7 +61,7 @@ def check_served(ctx: ClusterCheck) -> None:
         return
     served = served_kinds(crds)
     for r in ctx.resources:
-        if not r.group or _builtin(r):
+        if not r.group or schema.has_schema(r.kind, r.api_version):  # kube-apiserver's own kinds
             continue
         version = r.api_version.rpartition("/")[2]
         versions = served.get((r.group, r.kind))

@@ -17,13 +17,7 @@ REPO_ROOT = Path(__file__).resolve().parents[4]
 CRD = "CustomResourceDefinition"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def tools() -> None:
-    try:
-        gomodules.go_binary()
-        upstream.helm_command()
-    except UserError as exc:
-        pytest.skip(str(exc))
+pytestmark = pytest.mark.usefixtures("upstream_tools")
 
 
 def _app(name: str) -> dict:

@@ -11,21 +11,14 @@ import pytest
 import yaml
 
 from tests.trainyard.repo.conftest import edit, errors_of
-from trainyard.contract.errors import UserError
 from trainyard.repo import validate
-from trainyard.repo.model import gomodules, kustomize, upstream
+from trainyard.repo.model import kustomize, upstream
 from trainyard.repo.validate import installs, objects
 
 REPO_ROOT = Path(__file__).resolve().parents[4]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def tools() -> None:
-    try:
-        gomodules.go_binary()
-        upstream.helm_command()
-    except UserError as exc:
-        pytest.skip(str(exc))
+pytestmark = pytest.mark.usefixtures("upstream_tools")
 
 
 @pytest.mark.parametrize(
