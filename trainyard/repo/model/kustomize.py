@@ -220,6 +220,16 @@ def _copy(r: Resource) -> Resource:
 
 
 def _build(repo: Repository, path: Path, rel: str) -> list[Resource]:
+    return [
+        Resource(doc=doc, origin=repo.rel(origin) if origin else None, source=rel)
+        for doc, origin in build_folder(path, rel, strip=(repo.root,))
+    ]
+
+
+def build_folder(path: Path, shown: str, *, strip: tuple[Path, ...] = ()) -> list[tuple[dict, Path | None]]:
+    """``kustomize build`` of any folder ``path``, each object with the file that defined it
+    (kustomize's origin annotation, taken off the object). KustomizeError naming ``shown``, with
+    kustomize's message less the folders in ``strip``."""
     with tempfile.TemporaryDirectory(prefix="trainyard-kustomize-") as tmp:
         wrapper = Path(tmp).resolve()
         target = os.path.relpath(path, wrapper)
@@ -239,40 +249,40 @@ def _build(repo: Repository, path: Path, rel: str) -> list[Resource]:
                 check=False,
             )
         except subprocess.TimeoutExpired:
-            raise KustomizeError(f"{rel}: kustomize did not finish within {TIMEOUT_S} s") from None
+            raise KustomizeError(f"{shown}: kustomize did not finish within {TIMEOUT_S} s") from None
         except OSError as exc:
             raise UserError(f"cannot run {' '.join(command())}: {exc}; {INSTALL_HINT}") from None
         if proc.returncode != 0:
-            raise KustomizeError(f"{rel}: kustomize build failed: {_clean(proc.stderr, wrapper, repo)}")
-        docs = load_documents(proc.stdout, f"{rel} (kustomize output)")
-        return [_with_origin(doc, wrapper, repo, rel) for doc in docs]
+            raise KustomizeError(f"{shown}: kustomize build failed: {_clean(proc.stderr, (wrapper, *strip))}")
+        docs = load_documents(proc.stdout, f"{shown} (kustomize output)")
+        return [(doc, _origin(doc, wrapper)) for doc in docs]
 
 
-def _clean(stderr: str, wrapper: Path, repo: Repository) -> str:
-    """kustomize's message without the wrapper's temporary paths and its log prefix."""
+def _clean(stderr: str, folders: tuple[Path, ...]) -> str:
+    """kustomize's message without the given folders' paths and its log prefix."""
     text = " ".join(line.strip() for line in stderr.strip().splitlines() if line.strip())
-    text = text.replace(str(wrapper) + "/", "").replace(str(wrapper), "")
-    text = text.replace(str(repo.root) + "/", "")
+    for folder in folders:
+        text = text.replace(str(folder) + "/", "").replace(str(folder), "")
     for prefix in ('"command failed" err=', "Error: "):
         if prefix in text:
             text = text.split(prefix, 1)[1]
     return text.strip().strip('"') or "(no message)"
 
 
-def _with_origin(doc: dict, wrapper: Path, repo: Repository, rel: str) -> Resource:
-    origin = None
+def _origin(doc: dict, wrapper: Path) -> Path | None:
+    """The file kustomize says defined ``doc``; the annotation is removed."""
     meta = doc.get("metadata")
-    if isinstance(meta, dict) and isinstance(meta.get("annotations"), dict):
-        annotations = meta["annotations"]
-        raw = annotations.pop(ORIGIN_ANNOTATION, None)
-        if not annotations:
-            del meta["annotations"]
-        if isinstance(raw, str):
-            try:
-                info = yaml.safe_load(raw) or {}
-            except yaml.YAMLError:
-                info = {}
-            where = info.get("path") or info.get("configuredIn")
-            if isinstance(where, str):
-                origin = repo.rel((wrapper / where).resolve())
-    return Resource(doc=doc, origin=origin, source=rel)
+    if not isinstance(meta, dict) or not isinstance(meta.get("annotations"), dict):
+        return None
+    annotations = meta["annotations"]
+    raw = annotations.pop(ORIGIN_ANNOTATION, None)
+    if not annotations:
+        del meta["annotations"]
+    if not isinstance(raw, str):
+        return None
+    try:
+        info = yaml.safe_load(raw) or {}
+    except yaml.YAMLError:
+        return None
+    where = info.get("path") or info.get("configuredIn") if isinstance(info, dict) else None
+    return (wrapper / where).resolve() if isinstance(where, str) else None

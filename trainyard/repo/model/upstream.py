@@ -41,7 +41,7 @@ import yaml
 
 from trainyard.contract.errors import UserError
 from trainyard.repo.model import build_cache, gomodules, kustomize, releases
-from trainyard.repo.model.rendered import ORIGIN_ANNOTATION, Resource, tree_copy
+from trainyard.repo.model.rendered import Resource, tree_copy
 from trainyard.repo.model.repository import Repository, kustomization_file
 
 HELM_HINT = "run `make tools` (it builds the pinned Helm from kube/helm/go.mod into .venv/bin), or put helm v4 on PATH"
@@ -422,36 +422,9 @@ def _kustomize(
             rel = f.relative_to(root).as_posix()
             _localize(copy_root / rel, Path(tmp), names, f"{where}{rel}", progress)
         target = copy_root / folder.relative_to(root)
-        wrapper = Path(tmp) / "wrapper"
-        wrapper.mkdir()
-        (wrapper / "kustomization.yaml").write_text(
-            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
-            f"resources:\n  - {os.path.relpath(target, wrapper)}\nbuildMetadata:\n  - originAnnotations\n",
-            encoding="utf-8",
-        )
         shown = where + folder.relative_to(root).as_posix() if release else (repo.rel(folder) if repo else str(folder))
-        out = _run([*kustomize.command(), str(wrapper)], shown)
-        docs = []
-        for doc in kustomize.load_documents(out, f"{shown} (kustomize output)"):
-            docs.append((doc, _origin(doc, wrapper, names, shown)))
-        return docs
-
-
-def _origin(doc: dict, wrapper: Path, names: dict[Path, str], default: str) -> str:
-    meta = doc.get("metadata")
-    if not isinstance(meta, dict) or not isinstance(meta.get("annotations"), dict):
-        return default
-    raw = meta["annotations"].pop(ORIGIN_ANNOTATION, None)
-    if not meta["annotations"]:
-        del meta["annotations"]
-    try:
-        info = yaml.safe_load(raw) if isinstance(raw, str) else {}
-    except yaml.YAMLError:
-        info = {}
-    path = (info or {}).get("path") or (info or {}).get("configuredIn")
-    if not isinstance(path, str):
-        return default
-    return names.get((wrapper / path).resolve(), default)
+        built = kustomize.build_folder(target, shown, strip=(copy_root,))
+        return [(doc, names.get(origin, shown) if origin else shown) for doc, origin in built]
 
 
 def _localize(folder: Path, tmp: Path, names: dict[Path, str], shown: str, progress: Progress) -> None:
