@@ -40,6 +40,12 @@ pytestmark = pytest.mark.usefixtures("upstream_tools")
         ("nginx:v1", False),
         ("nginx:stable-alpine", False),
         ("UPPER/Case:1.0.0", False),  # not a reference at all
+        # hostile: bounded and refused, never slow (parse_image is linear; a tag has 128 characters at most)
+        ("r/x:" + "9" * 100_000, False),
+        ("r/x:v" + "1." * 50_000 + "1", False),
+        ("r/x:" + "a" * 128, False),
+        ("r/" + "a/" * 20_000 + "x:1.0.0", False),
+        ("r/x:1.0.0@sha256:" + "f" * 100_000, True),  # a digest of any length the grammar allows
     ],
 )
 def test_what_pins_an_image(image, pinned):
