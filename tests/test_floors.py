@@ -34,7 +34,7 @@ TOP = 5
 THIRD_PARTY = {
     "webhook": {"fastapi", "starlette", "uvicorn", "uvloop", "orjson", "pydantic", "yaml", "jsonpatch",
                 "prometheus_client", "cryptography"},
-    "trainer": {"torch", "numpy"},
+    "trainer": {"torch", "numpy", "prometheus_client"},
 }  # fmt: skip
 
 # The rooms of floor 2, bottom to top; a module of trainyard.repo outside them is one of the commands.

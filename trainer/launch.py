@@ -18,6 +18,8 @@ How the pod's env becomes torchrun's arguments (:func:`plan`):
 - Restarts: ``--max-restarts``, else PET_MAX_RESTARTS, else 3.
 - GLOO_SOCKET_IFNAME follows NCCL_SOCKET_IFNAME when unset, so gloo (CPU jobs, checkpoint
   coordination) uses the fabric interface too.
+- The preflight results go to the workers as TRAINYARD_PREFLIGHT ("name=status,..."), which the
+  metrics exporter publishes; with --skip-preflight the variable is removed rather than trusted.
 - TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 unless set: each restart of the worker group gets a store of
   its own, served by its rank 0, instead of the agent's store that outlives restarts. The trainer
   is safe under either (``trainer.rounds``); a store per round simply holds nothing stale.
@@ -38,8 +40,10 @@ from trainer import options
 from trainer.interfaces import gloo_ifname, route_source
 from trainer.preflight import visible_gpus
 from trainyard.contract.errors import UserError
+from trainyard.contract.metrics import ENV_PREFLIGHT
 from trainyard.contract.names import ENV_SHM_PATH
 from trainyard.contract.nccl import GLOO_SOCKET_IFNAME, SOCKET_IFNAME
+from trainyard.contract.reports import CheckResult
 
 DEFAULT_MAX_RESTARTS = 3
 DEFAULT_PORT = 29500
@@ -198,6 +202,18 @@ def plan(
     return Plan(argv=argv, env=extra_env, notes=notes)
 
 
+def worker_env(env: Mapping[str, str], the_plan: Plan, checks: Sequence[CheckResult] | None) -> dict[str, str]:
+    """The environment torchrun (and so every worker) starts with: the pod's, the plan's additions,
+    and the preflight ``checks`` as ENV_PREFLIGHT (None: preflight was skipped, so none is passed on,
+    whatever the pod's env said)."""
+    new_env = dict(env)
+    new_env.update(the_plan.env)
+    new_env.pop(ENV_PREFLIGHT, None)
+    if checks is not None:
+        new_env[ENV_PREFLIGHT] = ",".join(f"{c.name}={c.status}" for c in checks)
+    return new_env
+
+
 # ------------------------------------------------------------------------------------- CLI glue
 
 
@@ -240,6 +256,7 @@ def main(opts: argparse.Namespace, train_args: Sequence[str], env: Mapping[str, 
     if opts.dry_run:
         print(the_plan.render())
         return 0
+    checks = None
     if not opts.skip_preflight:
         from trainer import preflight
 
@@ -252,7 +269,6 @@ def main(opts: argparse.Namespace, train_args: Sequence[str], env: Mapping[str, 
     for note in the_plan.notes:
         print(f"launch: {note}", flush=True)
     print(f"launch: exec {shlex.join(the_plan.argv)}", flush=True)
-    new_env = dict(env)
-    new_env.update(the_plan.env)
+    new_env = worker_env(env, the_plan, checks)
     os.execve(the_plan.argv[0], the_plan.argv, new_env)
     return 0  # not reached

@@ -4,7 +4,8 @@
 micro-batches (data position + rank), backward, clip, AdamW, cosine LR, then ONE small all-reduce
 carrying the mean loss and whether any rank received SIGTERM, so every rank stops after the same
 step. Checkpoints every K steps, at the end and on SIGTERM; the run resumes from the newest
-committed one.
+committed one. Every record of the run log also reaches the pod's Prometheus exporter
+(:mod:`trainer.metrics`, served by local rank 0).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-from trainer import PROCESS_STARTED, distributed, models, options
+from trainer import PROCESS_STARTED, distributed, metrics, models, options
 from trainer import data as datasets
 from trainer.checkpoint import Checkpointer, Progress, Saved
 from trainer.options import TrainConfig
@@ -279,9 +280,12 @@ class Trainer:
     def _check_transport(self) -> None:
         """After the first collective: does NCCL use what the fabric promises? All ranks stop together."""
         assert self.nccl_log is not None
-        verdict = check_after_first_collective(
+        check = check_after_first_collective(
             self.nccl_log, os.environ.get(ENV_EXPECT_TRANSPORT), self.cfg.allow_transport_fallback
         )
+        if self.log.exporter is not None:
+            self.log.exporter.transport(check.used, check.expected)
+        verdict = check.verdict
         if verdict.level == "warning":
             self.log.warning(verdict.message, every_rank=True)
         elif verdict.level == "ok":
@@ -296,17 +300,30 @@ class Trainer:
             )
 
 
-def run(cfg: TrainConfig) -> int:
+def run(cfg: TrainConfig, exporter: metrics.Exporter | metrics.NullExporter | None = None) -> int:
+    """Train; ``exporter``: the caller's (it stays open), else this worker's own from the env."""
     nccl_log = None
     if cfg.device != "cpu" and torch.cuda.is_available():
         nccl_log = prepare_nccl_log(os.environ)  # before NCCL reads its env
     world = distributed.init(cfg.device)
     log = RunLog(cfg.metrics_path, world.is_main, world.rank)
+    own = exporter is None
     try:
         trainer = Trainer(cfg, world, log, nccl_log)
+        if exporter is None:  # after the model and data are built: tokens per sample is known
+            exporter = metrics.start(
+                os.environ,
+                rank=world.rank,
+                samples_per_step=cfg.batch_size,
+                tokens_per_step=cfg.batch_size * trainer.dataset.tokens_per_sample,
+                checkpoint_every=cfg.checkpoint_every if cfg.checkpoint_dir else None,
+            )
+        log.exporter = exporter
         trainer.resume()
         return trainer.run()
     finally:
         log.close()
+        if own and exporter is not None:
+            exporter.close()
         if dist.is_initialized():
             dist.destroy_process_group()

@@ -11,9 +11,10 @@ import os
 import socket
 import tempfile
 from collections.abc import MutableMapping
+from dataclasses import dataclass
 from pathlib import Path
 
-from trainer.nccl_log import Verdict, debug_file_for, verify_own_log
+from trainer.nccl_log import Verdict, debug_file_for, parse_lines, transport_verdict, verify_own_log
 from trainyard.contract.names import ENV_EXPECT_TRANSPORT
 
 
@@ -47,5 +48,19 @@ def own_log_path(pattern: str, pid: int | None = None) -> Path:
     return Path(debug_file_for(pattern, socket.gethostname().split(".")[0], os.getpid() if pid is None else pid))
 
 
-def check_after_first_collective(pattern: str, expect: str | None, allow_fallback: bool) -> Verdict:
-    return verify_own_log(own_log_path(pattern), os.getpid(), expect, allow_fallback)
+@dataclass(frozen=True, slots=True)
+class TransportCheck:
+    verdict: Verdict
+    used: str | None  # the transport NCCL chose for this process; None when its log does not say
+    expected: str | None  # what the fabric promises (TRAINYARD_EXPECT_TRANSPORT); None: no promise
+
+
+def check_after_first_collective(pattern: str, expect: str | None, allow_fallback: bool) -> TransportCheck:
+    path, pid = own_log_path(pattern), os.getpid()
+    if not path.is_file():
+        return TransportCheck(verify_own_log(path, pid, expect, allow_fallback), None, expect)
+    with path.open(encoding="utf-8", errors="replace") as fh:
+        procs = parse_lines(fh, source=str(path))
+    mine = next((p for p in procs.values() if p.pid == pid), None)  # as verify_own_log picks it
+    used = mine.transport if mine is not None else None
+    return TransportCheck(transport_verdict(mine, expect, allow_fallback), used, expect)

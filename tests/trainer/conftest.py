@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from trainyard.contract.metrics import ENV_METRICS_PORT
 from trainyard.sandbox.processes import descendants, training_workers
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,6 +30,8 @@ def clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(SCRUB) and k not in SCRUB_EXACT}
     env["PYTHONUNBUFFERED"] = "1"
     env["CUDA_VISIBLE_DEVICES"] = ""  # CPU and gloo, even on a machine with GPUs
+    # runs side by side would share the default metrics port; a test that scrapes passes its own
+    env[ENV_METRICS_PORT] = "off"
     env.update(extra)
     return env
 
