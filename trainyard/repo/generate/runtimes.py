@@ -21,6 +21,8 @@ init container the same ``PET_*`` variables as the trainer (kubeflow/trainer@v2.
 pkg/apis/trainer/v1alpha1/trainingruntime_types.go, EnvInjection; new in v2.3.0), and the webhook
 gives it the fabric env, /dev/shm and capabilities (webhook/engine.py): preflight checks the pod
 the trainer will run in, and a pod whose fabric is broken stops at ``Init:Error`` before torchrun.
+The ``node`` container declares the trainer's metrics port (``METRICS_PORT_NAME``, with
+``ENV_METRICS_PORT`` set to its number: :mod:`trainyard.contract.metrics`).
 
 The runtimes are written to ``base/runtimes/<profile>/`` by ``trainyard generate``;
 ``trainyard validate`` fails when a file there differs from what its profile generates.
@@ -31,6 +33,7 @@ from __future__ import annotations
 import yaml
 
 from trainyard import __version__
+from trainyard.contract.metrics import DEFAULT_METRICS_PORT, ENV_METRICS_PORT, METRICS_PORT_NAME
 from trainyard.contract.names import (
     FABRIC_LABEL,
     KUEUE_PREFERRED_TOPOLOGY_ANNOTATION,
@@ -53,6 +56,13 @@ VOLUMES = (
 # requests.memory, limits.memory in base/namespaces), init containers included; preflight is
 # the standard library only.
 PREFLIGHT_RESOURCES = {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "256Mi"}}
+# The trainer's Prometheus endpoint, named so the PodMonitor finds it, and the env that tells the
+# trainer where to serve. The torch plugin adds only an unnamed containerPort 29500 and PET_* env to
+# this container, upserting ports that match by number or by name (kubeflow/trainer@v2.3.0:
+# pkg/runtime/framework/plugins/torch/torch.go, pkg/apply/apply.go byContainerPortOrName), so
+# a named port of another number is kept beside it.
+METRICS_PORT = {"name": METRICS_PORT_NAME, "containerPort": DEFAULT_METRICS_PORT, "protocol": "TCP"}
+METRICS_ENV = {"name": ENV_METRICS_PORT, "value": str(DEFAULT_METRICS_PORT)}
 
 
 def runtime_name(profile: str) -> str:
@@ -121,6 +131,8 @@ def cluster_training_runtime(profile: CompiledProfile) -> dict:
                                                     "name": NODE,
                                                     "image": image,
                                                     "command": ["trainyard", "launch"],
+                                                    "ports": [dict(METRICS_PORT)],
+                                                    "env": [dict(METRICS_ENV)],
                                                     "volumeMounts": mounts,
                                                 }
                                             ],

@@ -5,6 +5,8 @@ what is the job's own: its name, its size, the trainer's arguments and the resou
 Nothing about the fabric: the webhook adds that at admission. The default kind is a TrainJob
 (Kubeflow Trainer v2) on the cluster's runtime ``trainyard-<fabric>`` (the fabric the cluster's
 webhook applies by default); ``--kind pytorch|mpi|tf`` writes a v1 job for the legacy operator.
+The trainer's metrics port comes with the runtime or the base, so no patch here touches ports or
+env (``trainyard validate`` checks them in the pods).
 """
 
 from __future__ import annotations

@@ -137,11 +137,15 @@ def check_job_spec(ctx: ClusterCheck, r: Resource, expect: str | None) -> bool:
             "it again on the next sync (the job trains again); remove it and delete the job folder instead",
             obj,
         )
+    unreadable = False
     for path, tpl in pod_templates(r.doc):
         check_template_fabric(ctx, r, path, tpl)
         for cpath, c in containers(tpl):
             check_env(ctx, r, f"{path}.{cpath}", c, expect)
-    return bool(problems)
+            for p in trainer.port_shape_problems(c):  # the operator reads the ports: not previewed
+                ctx.err(where, f"{path}.{cpath}.{p}: the API server refuses the job (its CRD's schema)", obj)
+                unreadable = True
+    return bool(problems) or unreadable
 
 
 def check_trainjob_spec(ctx: ClusterCheck, r: Resource, expect: str | None, admission: preview.Context | None) -> bool:
@@ -149,6 +153,17 @@ def check_trainjob_spec(ctx: ClusterCheck, r: Resource, expect: str | None, admi
     it), the fabric labels of its runtime patches, the env and image of its trainer. Returns
     whether Trainer would refuse it."""
     where, obj = r.where(), r.describe()
+    if patched_ports := runtime_patch_ports(r.doc):
+        for path in patched_ports:
+            ctx.err(
+                where,
+                f"{path}: a runtime patch cannot set a container's ports (Kubeflow Trainer "
+                f"{trainjob.TRAINER_VERSION}'s ContainerPatch has name, env, volumeMounts and securityContext only); "
+                "the API server refuses the field: the trainer's ports, the metrics port among them, come from the "
+                "runtime",
+                obj,
+            )
+        return True
     runtime = trainjob.find_runtime(r.doc, admission.runtimes) if admission is not None else None
     problems = trainjob.admission_problems(r.doc, runtime)
     for p in problems:
@@ -171,6 +186,22 @@ def check_trainjob_spec(ctx: ClusterCheck, r: Resource, expect: str | None, admi
             obj,
         )
     return bool(problems)
+
+
+def runtime_patch_ports(doc: dict) -> list[str]:
+    """The paths of ``ports`` in a TrainJob's runtime patches, which its API has no field for
+    (kubeflow/trainer@v2.3.0: pkg/apis/trainer/v1alpha1/trainjob_types.go, ContainerPatch)."""
+    out = []
+    for i, patch in enumerate(as_list(as_dict(doc.get("spec")).get("runtimePatches"))):
+        spec = dig(patch, "trainingRuntimeSpec", "template", "spec")
+        for j, rj in enumerate(as_list(spec.get("replicatedJobs"))):
+            pod = dig(rj, "template", "spec", "template", "spec")
+            for group in ("initContainers", "containers"):
+                for k, c in enumerate(as_list(pod.get(group))):
+                    if isinstance(c, dict) and "ports" in c:
+                        out.append(f"spec.runtimePatches[{i}].trainingRuntimeSpec.template.spec.replicatedJobs[{j}]"
+                                   f".template.spec.template.spec.{group}[{k}].ports")  # fmt: skip
+    return out
 
 
 def check_template_fabric(ctx: ClusterCheck, r: Resource, path: str, tpl: dict) -> None:

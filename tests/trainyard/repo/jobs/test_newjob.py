@@ -7,6 +7,7 @@ import pytest
 from tests.trainyard.repo.conftest import errors_of
 from trainyard.cli import main
 from trainyard.contract.errors import UserError
+from trainyard.contract.metrics import DEFAULT_METRICS_PORT, ENV_METRICS_PORT, METRICS_PORT_NAME
 from trainyard.repo import validate
 from trainyard.repo.jobs import newjob
 from trainyard.repo.model import kustomize
@@ -44,6 +45,13 @@ def test_new_job_output_validates(repo_copy, req):
         "tf": req.nodes,
     }[req.kind]
     assert len(jp.pods) == expected
+    for pod in jp.pods:  # every pod that runs the trainer (not the MPI launcher) declares the metrics port
+        if pod.name.endswith("-launcher"):
+            continue
+        (c,) = pod.after["spec"]["containers"]
+        assert {"name": METRICS_PORT_NAME, "containerPort": DEFAULT_METRICS_PORT, "protocol": "TCP"} in c["ports"]
+        assert {"name": ENV_METRICS_PORT, "value": str(DEFAULT_METRICS_PORT)} in c["env"]
+    assert not [w for w in report.warnings() if "not scraped" in w.message]
     container = jp.pods[0].after["spec"]["containers"][0]
     if req.kind != "mpi":
         assert f"/checkpoints/{req.name}" in container["args"]

@@ -7,7 +7,10 @@ import json
 
 import pytest
 
+from trainyard.contract.metrics import DEFAULT_METRICS_PORT, ENV_METRICS_PORT
 from trainyard.repo.upstream import training_operator
+
+METRICS_ENV = {ENV_METRICS_PORT: str(DEFAULT_METRICS_PORT)}  # from the job base, kept by the operator
 
 
 def _job_of(report, cluster: str, name: str) -> dict:
@@ -35,6 +38,7 @@ def test_mnist_ddp_master_and_worker(report):
     }
     assert "training.kubeflow.org/job-role" not in worker["metadata"]["labels"]
     assert _env(master) == {
+        **METRICS_ENV,
         "PYTHONUNBUFFERED": "1",
         "MASTER_PORT": "23456",
         "PET_MASTER_PORT": "23456",
@@ -70,6 +74,7 @@ def test_llama_finetune_is_elastic(report):
     assert [p["metadata"]["name"] for p in pods] == [f"llama-finetune-worker-{i}" for i in range(4)]
     env = _env(pods[2])
     assert env == {
+        **METRICS_ENV,
         "PYTHONUNBUFFERED": "1",
         "PET_NPROC_PER_NODE": "8",
         "PET_RDZV_ENDPOINT": "llama-finetune-worker-0:23456",

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.trainyard.repo.conftest import REPO_ROOT
+from trainyard.contract.metrics import DEFAULT_METRICS_PORT, ENV_METRICS_PORT
 from trainyard.repo.generate import runtimes
 from trainyard.repo.upstream import jobset, strategic_merge, trainjob
 from webhook.policy import load_policies
@@ -76,10 +77,11 @@ def test_the_pods_as_the_webhook_sees_them(runtime):
     node = pod["spec"]["containers"][0]
     assert node["command"] == ["trainyard", "launch"] and node["args"] == ["--", "--model", "tiny"]
     assert node["resources"] == {"limits": {"nvidia.com/gpu": 1, "cpu": "2", "memory": "8Gi"}}
-    assert node["ports"] == [{"containerPort": 29500}]
+    assert node["ports"] == [runtimes.METRICS_PORT, {"containerPort": 29500}]  # the runtime's, then torch's
     rank = {"fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}
     index = {"fieldRef": {"fieldPath": "metadata.labels['batch.kubernetes.io/job-completion-index']"}}
     assert list(env(node).items()) == [
+        (ENV_METRICS_PORT, str(DEFAULT_METRICS_PORT)),  # the runtime's
         ("PET_NNODES", "2"),
         ("PET_NPROC_PER_NODE", "1"),
         ("PET_NODE_RANK", rank),
@@ -89,7 +91,8 @@ def test_the_pods_as_the_webhook_sees_them(runtime):
     ]
     # envInjection: the preflight init container gets the same PET_* variables
     (preflight,) = pod["spec"]["initContainers"]
-    assert preflight["name"] == "preflight" and env(preflight) == env(node)
+    assert preflight["name"] == "preflight" and env(preflight) == {k: v for k, v in env(node).items()
+                                                                     if k != ENV_METRICS_PORT}  # fmt: skip
 
 
 def test_the_master_address_is_the_first_pods_name_under_the_headless_service(runtime):
@@ -123,7 +126,7 @@ def test_trainer_env_image_and_command(runtime):
     )
     node = e.pods[0]["spec"]["containers"][0]
     assert node["image"] == "registry.example.com/ml/trainer:0.2.0" and node["command"] == ["python"]
-    assert list(env(node))[:2] == ["LR", "PET_NNODES"]  # the job's env, then the torch plugin's
+    assert list(env(node))[:3] == [ENV_METRICS_PORT, "LR", "PET_NNODES"]  # the runtime's, the job's, torch's
     assert e.pods[0]["spec"]["initContainers"][0]["image"].endswith(":0.1.0"), "only the node container"
 
 
