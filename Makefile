@@ -14,7 +14,7 @@ PREVIEWS ?= previews
 .DEFAULT_GOAL := help
 # the install stamps are real targets, never intermediate files to delete
 .PRECIOUS: $(VENV)/.installed-%
-.PHONY: help setup test test-fast demo lint validate bench tools kube clean
+.PHONY: help setup test test-fast demo lint validate bench tools kube promtool clean
 
 help:
 	@echo "make demo      the main path end to end on local defaults: a TrainJob through the real"
@@ -26,6 +26,7 @@ help:
 	@echo "make lint      ruff"
 	@echo "make bench     benchmarks (figures, not pass/fail); needs wrk"
 	@echo "make setup     create .venv and install .[dev] (done by the targets above)"
+	@echo "make promtool  install promtool (Debian's prometheus) for the alert rule tests (done by test, test-fast)"
 
 # A second run is a no-op unless pyproject.toml changed.
 $(VENV)/.installed-%: pyproject.toml
@@ -49,14 +50,26 @@ tools: $(call STAMP,$(EXTRAS))
 kube: $(call STAMP,$(EXTRAS))
 	@$(BIN)/trainyard cluster build >/dev/null
 
-test: $(call STAMP,dev) tools kube
+# promtool for the alert rules' tests (tests/monitoring): Debian's prometheus package, installed
+# when missing and this is a root shell with apt-get; otherwise say what to install.
+PROMETHEUS_APT := apt-get install -y --no-install-recommends prometheus
+promtool:
+	@command -v promtool >/dev/null 2>&1 && exit 0; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "promtool is missing: $(PROMETHEUS_APT)"; \
+	  $(PROMETHEUS_APT) || { echo "apt-get update, then again"; apt-get update && $(PROMETHEUS_APT); }; \
+	else \
+	  echo "promtool is missing: install Debian's prometheus package (apt-get install prometheus)"; exit 2; \
+	fi
+
+test: $(call STAMP,dev) tools kube promtool
 	$(BIN)/python -m pytest -q
 
 # The inner loop: every test but the slow tiers (pytest markers, listed in pyproject.toml), spread
 # over the cores. make test stays in one process: the slow tiers time real processes and servers.
 FAST_TIERS := not (netns or torchrun or server or e2e or cluster)
 TEST_WORKERS ?= auto
-test-fast: $(call STAMP,dev) tools
+test-fast: $(call STAMP,dev) tools promtool
 	$(BIN)/python -m pytest -q -m "$(FAST_TIERS)" -n $(TEST_WORKERS)
 
 # Render and check every cluster; write each job's pod preview to $(PREVIEWS)/ (git-ignored).

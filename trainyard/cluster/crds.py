@@ -5,7 +5,10 @@ Argo CD renders it from the release's Go module with the tool Argo CD uses
 (:mod:`trainyard.repo.model.upstream`), and :mod:`trainyard.cluster.sync` takes the CRDs from
 that render. What no Application installs is Argo CD itself, whose install a cluster needs before
 ``kubectl apply -k clusters/<cluster>``: its CRDs (Application, ApplicationSet, AppProject), read
-from the same pinned modules.
+from the same pinned modules. Nor does any install Prometheus Operator: on a cluster whose facts say
+it runs (``spec.monitoring: prometheus-operator``) its CRDs of the kinds base/monitoring uses are
+installed with Argo CD's, so kube-apiserver checks and stores the monitors and rules (the operator
+itself does not run here).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from collections.abc import Callable
 
 import yaml
 
-from trainyard.repo.model import upstream
+from trainyard.repo.model import declared, upstream
 
 LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # yaml.safe_load_all, in C where built
 
@@ -24,6 +27,15 @@ Progress = Callable[[str], None]
 def argocd(*, progress: Progress = print) -> list[dict]:
     """Argo CD's CRDs (Application, ApplicationSet, AppProject): what its install brings."""
     return upstream.argocd_crds(progress=progress)
+
+
+def before_bootstrap(facts: declared.ClusterFacts, *, progress: Progress = print) -> list[dict]:
+    """The CRDs a cluster has before the bootstrap: Argo CD's, and Prometheus Operator's (PodMonitor,
+    ServiceMonitor, PrometheusRule) where the facts say the operator runs."""
+    docs = argocd(progress=progress)
+    if facts.prometheus_operator:
+        docs += upstream.prometheus_operator_crds(progress=progress)
+    return docs
 
 
 def kinds(docs: list[dict]) -> set[tuple[str, str, str]]:

@@ -155,7 +155,7 @@ def up(
                 kube,
                 repo.root,
                 render,
-                bootstrap_crds=crds.argocd(),
+                bootstrap_crds=crds.before_bootstrap(facts, progress=progress),
                 rewrite=hook.rewrite if hook else None,
                 upstream_app=upstream_app,
                 before_jobs=admission_live,

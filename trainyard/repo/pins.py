@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from trainyard.repo.model import releases
+from trainyard.repo.model import declared, releases
 from trainyard.repo.model.rendered import containers, pod_templates
 from trainyard.repo.model.repository import Repository
 from trainyard.repo.upstream import argocd
@@ -65,6 +65,8 @@ def collect(repo: Repository, clusters: list[str] | None = None) -> list[Row]:
         if failed:
             raise PinsFailed(f"{cluster} does not render, so its pins are unknown:\n" + "\n".join(failed))
         rows["argocd"].clusters.append(cluster)  # installed before the bootstrap, on every cluster
+        if declared.load(repo, cluster).prometheus_operator:  # installed outside, where the facts say so
+            rows["prometheus-operator"].clusters.append(cluster)
         for r in render.resources():
             release = releases.of_origin(r.origin) if r.extra.get("upstream") else None
             if release is None:

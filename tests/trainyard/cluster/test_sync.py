@@ -19,7 +19,7 @@ from tests.trainyard.cluster.conftest import REPO_ROOT
 from tests.trainyard.repo.conftest import COPIED, edit
 from trainyard.cluster import sync
 from trainyard.cluster.up import render_for
-from trainyard.repo.model import repository
+from trainyard.repo.model import declared, repository
 
 pytestmark = pytest.mark.cluster
 
@@ -57,6 +57,14 @@ def test_every_cluster_is_applied_and_kubectl_shows_it(clusters, cluster):
     for job in jobs:
         got = json.loads(kubectl(started, "get", f"{job.kind.lower()}s", job.name, "-n", job.namespace, "-o", "json"))
         assert contains(got["spec"], job.doc["spec"]), f"{job.describe()}: stored differs beyond defaults"
+    # the monitors and rules (and Kueue's ServiceMonitor), served by Prometheus Operator's CRDs where
+    # the cluster's facts say it runs: stored as rendered, beyond the CRDs' defaults
+    monitors = [r for r in render.resources() if r.group == declared.MONITORING_GROUP]
+    assert {"PodMonitor", "PrometheusRule"} <= {r.kind for r in monitors}
+    for r in monitors:
+        plural = f"{r.kind.lower()}s.{r.group}"
+        got = json.loads(kubectl(started, "get", plural, r.name, "-n", r.namespace, "-o", "json"))
+        assert contains(got["spec"], r.doc["spec"]), f"{r.describe()}: stored differs beyond defaults"
     version = json.loads(kubectl(started, "version", "-o", "json"))
     assert version["clientVersion"]["gitVersion"] == version["serverVersion"]["gitVersion"] == "v1.36.3"
 

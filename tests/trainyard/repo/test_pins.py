@@ -27,7 +27,9 @@ def test_json_lists_every_component_with_what_the_render_installs(capsys):
     assert by["trainer"]["applications"] == ["trainyard-trainer"]
     assert by["jobset"]["applications"] == ["trainyard-trainer"]  # through the trainer overlay
     assert any("#3737" in i["ref"] for i in by["trainer"]["known_issues"])
-    assert all(by[k]["objects"] for k in by if k != "argocd")
+    assert all(by[k]["objects"] for k in by if k not in ("argocd", "prometheus-operator"))
+    # installed outside the repository, on the clusters whose facts say so (all three)
+    assert by["prometheus-operator"]["clusters"] == ["dev", "prod-ib", "prod-roce"]
 
 
 def test_table_has_a_row_per_component_and_the_issues_in_full(capsys):

@@ -111,7 +111,7 @@ def test_origins_name_the_files(report):
 def test_render_cli_writes_one_file_per_application(tmp_path, capsys):
     assert main(["render", "--cluster", "prod-ib", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "prod-ib: 16 Applications" in out
+    assert "prod-ib: 17 Applications" in out  # trainyard-monitoring included: prod-ib runs Prometheus Operator
     files = sorted(p.name for p in (tmp_path / "prod-ib").iterdir())
     assert files[0] == "00-bootstrap.yaml" and "INDEX.txt" in files
     index = (tmp_path / "prod-ib" / "INDEX.txt").read_text()

@@ -9,7 +9,9 @@
   webhook (:mod:`trainyard.repo.generate.mutating_policy`);
 - ``overlays/<cluster>/platform/kueue/``: each cluster's Kueue Topology, ResourceFlavors,
   ClusterQueue and LocalQueue, from ``clusters/<cluster>/cluster.yaml``
-  (:mod:`trainyard.repo.generate.queues`).
+  (:mod:`trainyard.repo.generate.queues`);
+- ``base/monitoring/dashboards/``: the Grafana dashboards of a job and of the platform, as
+  ConfigMaps for Grafana's sidecar (:mod:`trainyard.repo.generate.dashboards`).
 
 Argo CD syncs these files as they are in git, so they must never drift from their sources:
 :func:`stale` lists every generated file that is missing, differs from what its source makes
@@ -21,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainyard.repo.generate import mutating_policy, pod_security, queues, runtimes
+from trainyard.repo.generate import dashboards, mutating_policy, pod_security, queues, runtimes
 from trainyard.repo.model import declared, rendered_facts
 from trainyard.repo.model.repository import OVERLAYS, POLICIES, Repository
 
@@ -80,6 +82,7 @@ def expected(repo: Repository) -> list[Generated]:
         text = queues.render(facts, rendered_facts.TRAINING_NAMESPACE, source)
         out.append(Generated(f"{folder}/{QUEUES_FILE}", text, source))
         out.append(Generated(f"{folder}/kustomization.yaml", _kustomization(QUEUES_FILE, source), source))
+    out.extend(Generated(path, text, dashboards.SOURCE) for path, text in dashboards.files(MARKER))
     return out
 
 
@@ -91,6 +94,7 @@ def _generated_on_disk(repo: Repository) -> list[str]:
         f"{pod_security.FOLDER}/*.yaml",
         f"{mutating_policy.FOLDER}/*.yaml",
         f"{OVERLAYS.as_posix()}/*/platform/kueue/*.yaml",
+        f"{dashboards.FOLDER}/*.yaml",
     ]
     for pattern in patterns:
         for path in sorted(repo.root.glob(pattern)):

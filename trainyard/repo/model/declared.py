@@ -6,6 +6,10 @@ Kubernetes 1.36+), its node pools (how many nodes, their labels and what each ca
 the node labels that make up its network topology, outermost first (block, rack, host). The
 tooling reads them for capacity checks, for the Kueue objects it generates and for the admission
 mode; the job namespace's quota stays in its ResourceQuota manifest, read from the render.
+``monitoring: prometheus-operator`` says Prometheus Operator runs on the cluster (installed by the
+platform team, outside this repository): its CRDs are served, so the cluster installs the monitors,
+rules and dashboards of base/monitoring (Application trainyard-monitoring); ``none`` (the default):
+it installs none of them.
 
 The file is not a Kubernetes object and no kustomization lists it, so Argo CD never applies it.
 """
@@ -28,6 +32,10 @@ FILE = "cluster.yaml"
 API_VERSION = "trainyard.dev/v1alpha1"
 KIND = "ClusterFacts"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
+# spec.monitoring: what scrapes the cluster. Prometheus Operator serves the API group below.
+NO_MONITORING = "none"
+PROMETHEUS_OPERATOR = "prometheus-operator"
+MONITORING_GROUP = "monitoring.coreos.com"
 
 
 class DeclarationError(UserError):
@@ -95,6 +103,7 @@ class Spec(_Model):
     node_pools: list[NodePool] = Field(min_length=1)
     # node label keys of the network topology, outermost first; the last one is the host
     topology: list[LabelKey] = [HOSTNAME_LABEL]
+    monitoring: Literal["none", "prometheus-operator"] = NO_MONITORING
 
     @model_validator(mode="after")
     def _consistent(self) -> Spec:
@@ -130,6 +139,11 @@ class ClusterFacts(_Model):
     @property
     def name(self) -> str:
         return self.metadata.name
+
+    @property
+    def prometheus_operator(self) -> bool:
+        """Whether Prometheus Operator runs on the cluster (its CRDs are served)."""
+        return self.spec.monitoring == PROMETHEUS_OPERATOR
 
     def total(self, resource: str) -> Decimal:
         return sum((p.amount(resource) * p.count for p in self.spec.node_pools), Decimal(0))

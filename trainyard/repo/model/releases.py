@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-REVIEWED = "2026-11-27"  # the day every row below was last checked against upstream
+REVIEWED = "2026-11-27"  # the day every row below was last checked against upstream (a later row says its own)
 
 
 @dataclass(frozen=True)
@@ -273,6 +273,19 @@ RELEASES: tuple[Release, ...] = (
         git="https://github.com/argoproj/argo-cd.git",
         why="the release whose kustomize (5.8.1) and Helm (4.2.1) render the repository here",
         supported="installed once per cluster by the platform team, before the bootstrap",
+    ),
+    Release(
+        key="prometheus-operator",
+        name="Prometheus Operator (CRDs)",
+        module="github.com/prometheus-operator/prometheus-operator",
+        version="v0.85.0",
+        git="https://github.com/prometheus-operator/prometheus-operator.git",
+        why="the newest release the Go module proxy serves (2026-12-01); its CRDs "
+        "(example/prometheus-operator-crd) are the schemas the PodMonitor, ServiceMonitor and "
+        "PrometheusRules of base/monitoring are checked and applied against",
+        supported="installed by the platform team, outside this repository, on the clusters whose "
+        "cluster.yaml says spec.monitoring: prometheus-operator; not run here (its CRDs are served by the "
+        "local cluster)",
     ),
 )
 

@@ -170,28 +170,47 @@ def render_local(repo: Repository, folder: Path, *, progress: Progress = lambda 
     return _resources(key, docs, None)
 
 
-ARGOCD_CRDS = "manifests/crds/*-crd.yaml"  # the three argo-cd@v3.5.1:manifests/crds/kustomization.yaml lists
+ARGOCD_CRDS = ("manifests/crds/*-crd.yaml",)  # the three argo-cd@v3.5.1:manifests/crds/kustomization.yaml lists
+# The CRDs of the kinds base/monitoring uses, as prometheus-operator@v0.85.0 publishes them
+# (example/prometheus-operator-crd: the schemas without descriptions, which its bundle.yaml and
+# Helm chart install too); the operator's install brings these with its others.
+PROMETHEUS_OPERATOR_CRDS = tuple(
+    f"example/prometheus-operator-crd/monitoring.coreos.com_{plural}.yaml"
+    for plural in ("podmonitors", "servicemonitors", "prometheusrules")
+)
 
 
 def argocd_crds(*, progress: Progress = lambda _: None) -> list[dict]:
     """Argo CD's own CRDs (Application, ApplicationSet, AppProject), which its install brings before
     the repository's bootstrap; read from its module at the pinned release. Fresh copies."""
-    r = releases.BY_KEY["argocd"]
+    return _release_crds("argocd", ARGOCD_CRDS, progress)
+
+
+def prometheus_operator_crds(*, progress: Progress = lambda _: None) -> list[dict]:
+    """Prometheus Operator's CRDs of PodMonitor, ServiceMonitor and PrometheusRule, served on a
+    cluster whose facts say the operator runs there (it is installed outside the repository); read
+    from its module at the pinned release. Fresh copies."""
+    return _release_crds("prometheus-operator", PROMETHEUS_OPERATOR_CRDS, progress)
+
+
+def _release_crds(key: str, patterns: tuple[str, ...], progress: Progress) -> list[dict]:
+    r = releases.BY_KEY[key]
 
     def read() -> list[tuple[dict, str]]:
         folder = _root(r, progress)
-        files = sorted(folder.glob(ARGOCD_CRDS))
-        if not files:
-            raise UpstreamError(f"{r.module}@{r.version}:{ARGOCD_CRDS}: no file matches")
         out = []
-        for path in files:
-            where = f"{r.module}@{r.version}:{path.relative_to(folder).as_posix()}"
-            for d in kustomize.load_documents(path.read_text(encoding="utf-8"), where):
-                if d.get("kind") == "CustomResourceDefinition":
-                    out.append((d, where))
+        for pattern in patterns:
+            files = sorted(folder.glob(pattern))
+            if not files:
+                raise UpstreamError(f"{r.module}@{r.version}:{pattern}: no file matches")
+            for path in files:
+                where = f"{r.module}@{r.version}:{path.relative_to(folder).as_posix()}"
+                for d in kustomize.load_documents(path.read_text(encoding="utf-8"), where):
+                    if d.get("kind") == "CustomResourceDefinition":
+                        out.append((d, where))
         return out
 
-    return [tree_copy(d) for d in _cached(_key("argocd-crds", r.module, r.version, ARGOCD_CRDS), read)]
+    return [tree_copy(d) for d in _cached(_key(f"{key}-crds", r.module, r.version, *patterns), read)]
 
 
 # --- helpers ------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from trainyard.repo.model import schema
+from trainyard.repo.model import declared, schema
 from trainyard.repo.model.rendered import CLUSTER_SCOPED, Resource
 from trainyard.repo.model.repository import normalize_url
 from trainyard.repo.upstream import argocd
@@ -82,6 +82,9 @@ def check_project(ctx: ClusterCheck, ar: argocd.AppRender, project: Resource) ->
 
 def check_waves_and_namespaces(ctx: ClusterCheck) -> None:
     providers: dict[str, int] = {ARGO_GROUP: -(10**6)}  # Argo CD itself provides argoproj.io
+    operator = ctx.declared is not None and ctx.declared.prometheus_operator
+    if operator:  # so does Prometheus Operator its group, installed outside where the facts say so
+        providers[declared.MONITORING_GROUP] = -(10**6)
     for ar in ctx.render.apps:
         groups = ar.app.resource.annotations.get(PROVIDES_ANNOTATION, "")
         for g in (x.strip() for x in groups.split(",")):
@@ -105,7 +108,9 @@ def check_waves_and_namespaces(ctx: ClusterCheck) -> None:
         for r in ar.resources:
             if r.group and not schema.has_schema(r.kind, r.api_version):
                 provider = providers.get(r.group)
-                if provider is None:
+                if provider is None and r.group == declared.MONITORING_GROUP:
+                    pass  # installs.check_served names the fact to set
+                elif provider is None:
                     ctx.err(
                         r.where(),
                         f"no Application of this cluster installs the CRDs of API group {r.group!r}; add the "

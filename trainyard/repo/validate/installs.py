@@ -1,7 +1,10 @@
 """What a cluster installs hangs together, upstream releases included (they are rendered from their
 pinned modules like the repository's own objects):
 
-- every object of a custom API group is served by a CRD the cluster installs, at its version;
+- every object of a custom API group is served by a CRD the cluster installs, at its version (or one
+  installed before the bootstrap: Argo CD's, and Prometheus Operator's where the cluster's facts say
+  it runs);
+- the monitoring Application is installed exactly where the facts say Prometheus Operator runs;
 - an Application annotated ``trainyard.dev/provides`` installs exactly the CRD groups it names (the
   sync-wave check orders Applications by that annotation);
 - a RoleBinding or ClusterRoleBinding names a role that exists (rendered, or one kube-apiserver
@@ -18,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from trainyard.contract.errors import UserError
-from trainyard.repo.model import schema, upstream
+from trainyard.repo.model import declared, schema, upstream
 from trainyard.repo.model.rendered import Resource
 from trainyard.repo.validate import ClusterCheck
 from trainyard.repo.validate.argo import PROVIDES_ANNOTATION
@@ -30,10 +33,17 @@ WEBHOOK_CONFIGURATIONS = frozenset({"MutatingWebhookConfiguration", "ValidatingW
 # namespace_policy.go's Roles in kube-system (system: ones aside)
 BOOTSTRAP_CLUSTER_ROLES = frozenset({"cluster-admin", "admin", "edit", "view"})
 BOOTSTRAP_ROLES = frozenset({("kube-system", "extension-apiserver-authentication-reader")})
+MONITORING_APP = "trainyard-monitoring"  # base/apps/monitoring
+MONITORING_COMPONENT = "../../base/apps/monitoring"
+# The ServiceAccounts of a Prometheus Operator install that Kueue's chart binds (kueue@v0.19.2:
+# charts/kueue/templates/prometheus/role.yaml: prometheus-k8s and prometheus-operator in
+# metrics.prometheusNamespace, default monitoring: kube-prometheus's names and namespace)
+OPERATOR_ACCOUNTS = frozenset({("monitoring", "prometheus-k8s"), ("monitoring", "prometheus-operator")})
 
 
 def check_installs(ctx: ClusterCheck) -> None:
     check_served(ctx)
+    check_monitoring(ctx)
     check_provides(ctx)
     check_rbac(ctx)
     check_webhooks(ctx)
@@ -59,13 +69,28 @@ def check_served(ctx: ClusterCheck) -> None:
     except UserError as exc:
         ctx.err("kube/releases", f"Argo CD's CRDs cannot be read, so the kinds it serves are not checked: {exc}")
         return
+    operator = ctx.declared is not None and ctx.declared.prometheus_operator
+    if operator:
+        try:
+            crds += upstream.prometheus_operator_crds()  # installed outside the repository (the fact)
+        except UserError as exc:
+            ctx.err("kube/releases", f"Prometheus Operator's CRDs cannot be read, so its kinds are not checked: {exc}")
+            return
     served = served_kinds(crds)
     for r in ctx.resources:
         if not r.group or schema.has_schema(r.kind, r.api_version):  # kube-apiserver's own kinds
             continue
         version = r.api_version.rpartition("/")[2]
         versions = served.get((r.group, r.kind))
-        if versions is None:
+        if versions is None and r.group == declared.MONITORING_GROUP and not operator:
+            ctx.err(
+                r.where(),
+                f"{r.kind} of {r.group} is served by Prometheus Operator, which {facts_file(ctx)} does not say runs "
+                f"on this cluster: set spec.monitoring: {declared.PROMETHEUS_OPERATOR} there if it does, or take "
+                f"{MONITORING_COMPONENT} out of clusters/{ctx.cluster}/kustomization.yaml",
+                r.describe(),
+            )
+        elif versions is None:
             ctx.err(
                 r.where(),
                 f"no CRD this cluster installs serves kind {r.kind} of API group {r.group}; install its provider "
@@ -79,6 +104,33 @@ def check_served(ctx: ClusterCheck) -> None:
                 f"{', '.join(sorted(versions))}, not {version}",
                 r.describe(),
             )
+
+
+def facts_file(ctx: ClusterCheck) -> str:
+    return f"clusters/{ctx.cluster}/{declared.FILE}"
+
+
+def check_monitoring(ctx: ClusterCheck) -> None:
+    """The monitors are installed where, and only where, the facts say Prometheus Operator runs."""
+    if ctx.declared is None:  # the declaration's own errors are reported
+        return
+    app = next((ar.app for ar in ctx.render.apps if ar.name == MONITORING_APP), None)
+    entry = f"clusters/{ctx.cluster}/kustomization.yaml"
+    if app is not None and not ctx.declared.prometheus_operator:
+        ctx.err(
+            entry,
+            f"installs Application {MONITORING_APP} ({app.where()}), but {facts_file(ctx)} does not say "
+            f"Prometheus Operator runs on this cluster (spec.monitoring: {ctx.declared.spec.monitoring}): set "
+            f"spec.monitoring: {declared.PROMETHEUS_OPERATOR} there, or take {MONITORING_COMPONENT} out of {entry}",
+            app.resource.describe(),
+        )
+    elif app is None and ctx.declared.prometheus_operator:
+        ctx.err(
+            facts_file(ctx),
+            f"spec.monitoring: {declared.PROMETHEUS_OPERATOR}, but the cluster installs no Application "
+            f"{MONITORING_APP}: add {MONITORING_COMPONENT} to the components of {entry} (before ../../base/repo), "
+            "or say spec.monitoring: none",
+        )
 
 
 def check_provides(ctx: ClusterCheck) -> None:
@@ -101,6 +153,8 @@ def check_provides(ctx: ClusterCheck) -> None:
 def check_rbac(ctx: ClusterCheck) -> None:
     roles = {(r.kind, r.namespace or "", r.name) for r in ctx.resources if r.kind in ("Role", "ClusterRole")}
     accounts = {(r.namespace or "", r.name) for r in ctx.resources if r.kind == "ServiceAccount" and r.group == ""}
+    if ctx.declared is not None and ctx.declared.prometheus_operator:
+        accounts |= OPERATOR_ACCOUNTS  # installed with the operator, outside the repository
     for r in ctx.resources:
         if r.kind not in ("RoleBinding", "ClusterRoleBinding") or r.group != "rbac.authorization.k8s.io":
             continue

@@ -20,6 +20,7 @@ def test_every_cluster_declares_its_facts():
         assert facts.name == cluster
         assert facts.spec.topology[-1] == declared.HOSTNAME_LABEL
     dev = declared.load(repo, "dev")
+    assert dev.prometheus_operator  # the local cluster serves the operator's CRDs (trainyard cluster up)
     assert dev.total("nvidia.com/gpu") == 2 and dev.largest_node("memory") == Decimal(64 * 2**30)
 
 
@@ -49,6 +50,8 @@ def edit(path, change):
         (lambda d: d["spec"]["nodePools"][0].update(count=0), "spec.nodePools[0].count"),
         (lambda d: d["spec"].update(nodepools=[]), "nodepools: unknown field (check its spelling against the Cl"),
         (lambda d: d["metadata"].update(name="prod"), "metadata.name is 'prod', but the folder is 'dev'"),
+        (lambda d: d["spec"].update(monitoring="prometheus"), "spec.monitoring: Input should be 'none' or 'prom"),
+        (lambda d: d["spec"].update(monitoring=True), "spec.monitoring: Input should be 'none' or 'prometheus-"),
     ],
 )
 def test_a_wrong_declaration_names_the_file_and_the_field(scratch, change, message):

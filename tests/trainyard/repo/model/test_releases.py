@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from trainyard.contract.errors import UserError
-from trainyard.repo.model import gomodules, releases, repository
+from trainyard.repo.model import declared, gomodules, releases, repository, upstream
 from trainyard.repo.upstream import argocd
 
 REPO_ROOT = Path(__file__).resolve().parents[4]
@@ -125,8 +125,12 @@ def test_every_release_is_installed_by_some_cluster(renders):
             release = releases.of_origin(r.origin) if r.extra.get("upstream") else None
             if release:
                 used.add(release.key)
-    # Argo CD is installed before the bootstrap
-    assert used == {r.key for r in releases.RELEASES} - {"argocd"}
+    # Argo CD is installed before the bootstrap; Prometheus Operator outside the repository, where a
+    # cluster's facts say it runs (its CRDs serve the monitors of those clusters)
+    assert used == {r.key for r in releases.RELEASES} - {"argocd", "prometheus-operator"}
+    operator = {d["spec"]["group"] for d in upstream.prometheus_operator_crds()}
+    assert operator == {declared.MONITORING_GROUP}
+    assert any(r.group in operator for render in renders.values() for r in render.resources())
 
 
 # -- fetching ----------------------------------------------------------------------------------

@@ -101,7 +101,7 @@ def test_a_binding_to_a_role_nobody_installs_is_refused(repo_copy):
 def test_a_webhook_whose_service_is_missing_or_on_another_port_is_refused(repo_copy):
     edit(repo_copy, "base/webhook/mutating-webhook.yaml", "port: 443", "port: 8443")
     errors = errors_of(validate.validate(repo_copy, ["dev"]))
-    assert any("Service trainyard-system/trainyard-webhook has no port 8443 (it serves 443)" in e for e in errors)
+    assert any("Service trainyard-system/trainyard-webhook has no port 8443 (it serves 443, 8081)" in e for e in errors)
     service = "name: trainyard-webhook\n        namespace: trainyard-system"
     edit(repo_copy, "base/webhook/mutating-webhook.yaml", service, service.replace("-webhook", "-hook"))
     kustomize.clear_cache()  # builds are kept per folder within a process

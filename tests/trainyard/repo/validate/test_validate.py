@@ -272,7 +272,7 @@ def test_validate_cli_writes_previews(repo, tmp_path, capsys, monkeypatch):
     text = (tmp_path / "dev" / "mnist-ddp.txt").read_text()
     assert "NCCL_SOCKET_IFNAME=net1" in text and "+++ mnist-ddp-master-0 (admitted)" in text
     assert "kind: Pod" in (tmp_path / "dev" / "mnist-ddp.pods.yaml").read_text()
-    assert "dev: 16 Applications" in capsys.readouterr().out
+    assert "dev: 17 Applications" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("cluster", ["dev", "prod-roce", "prod-ib"])
