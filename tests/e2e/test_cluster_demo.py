@@ -22,7 +22,8 @@ pytestmark = [
 
 def test_the_demo_runs_a_trainjob_through_the_controllers_to_complete(tmp_path):
     work = tmp_path / "work"
-    argv = [sys.executable, "-m", "trainyard.cli", "demo", "--workdir", str(work)]
+    report = tmp_path / "report"
+    argv = [sys.executable, "-m", "trainyard.cli", "demo", "--workdir", str(work), "--report-dir", str(report)]
     r = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=REPO_ROOT)
     out = r.stdout
     assert r.returncode == 0, out[-4000:] + r.stderr[-3000:]
@@ -42,6 +43,18 @@ def test_the_demo_runs_a_trainjob_through_the_controllers_to_complete(tmp_path):
     assert "api: TrainJob smoke-ddp: Complete  [Argo CD health Healthy" in out
     assert "api: PyTorchJob mnist-ddp: Succeeded  [Argo CD health Healthy" in out
     assert re.search(r"api: Workload trainjob-smoke-ddp-\w+: Finished .*\[Argo CD health Healthy", out)
+    # a real Prometheus scraped both pods as the PodMonitor says (job_name and cluster from its
+    # relabelings) and the webhook as its ServiceMonitor says; the report gives what PromQL answers
+    figures = {m.group(1).strip(): m.group(2) for m in re.finditer(r"^ {5}(\S.*?)  +(\S.*?) {2,}\S.*\(", out, re.M)}
+    assert figures["trainer pods scraped"] == "2", out[-3000:]
+    assert figures["steps"] == "300"
+    assert float(figures["throughput, mean over the run"].split()[0].replace(",", "")) > 0
+    assert float(figures["loss, last"]) > 0
+    assert figures["last committed checkpoint"] == "step 300"
+    assert figures["pods that resumed a checkpoint"] == "2"  # the killed pod's and its peer's workers
+    assert int(figures["webhook reviews that patched a pod"]) >= 2
+    assert (report / "smoke-ddp.txt").read_text().splitlines()[0] == "== report: smoke-ddp"
+    assert (report / "smoke-ddp.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert processes_under(work) == []
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert "smoke-ddp" not in netns and "mnist-ddp" not in netns

@@ -61,6 +61,13 @@ def register(add_parser: AddParser) -> None:
     p.add_argument("--workdir", help="keep the run's files (logs, checkpoints) here instead of a temp dir")
     p.add_argument("--summary", metavar="FILE", help="also write the report as JSON")
     p.add_argument(
+        "--report-dir",
+        default="demo-report",
+        metavar="DIR",
+        help="on the control plane: write the report and the plot of loss and throughput, as Prometheus scraped "
+        "them, here (default demo-report/)",
+    )
+    p.add_argument(
         "--admission",
         choices=("webhook", "policy"),
         default="webhook",

@@ -19,6 +19,11 @@
 6. the TrainJob ends Complete (and the cluster's other jobs, a v1 PyTorchJob in dev, end too);
    everything is stopped and removed.
 
+All along, a real Prometheus (trainyard.sandbox.monitoring) scrapes the trainer pods as the
+cluster's PodMonitor says and the webhook as its ServiceMonitor says, and evaluates the
+repository's alert rules; the report gives the job's throughput, loss and last checkpoint as
+PromQL answers them, and a plot of loss and throughput is written beside it.
+
 ``--offline`` keeps the path without Kubernetes (trainyard.sandbox.demo): for a machine without Go.
 """
 
@@ -48,6 +53,7 @@ from trainyard.repo.upstream import health as argo_health
 from trainyard.sandbox.demo import LAUNCH, ROOT, RunLogFollower, preflight_in, say, trainer_config
 from trainyard.sandbox.kubelet import Kubelet
 from trainyard.sandbox.localpods import LocalCluster, LocalPod, isolation_available
+from trainyard.sandbox.monitoring import DemoMonitoring, JobMetrics, job_metrics, plot
 from trainyard.sandbox.processes import descendants
 
 STEPS = 6
@@ -70,6 +76,10 @@ class Outcome:
     restarts: int = 0
     lost_node: str = ""
     evicted: str = ""  # Kueue's reason and message when it evicted the workload
+    fault_at: float | None = None  # Unix seconds
+    metrics: JobMetrics | None = None  # as Prometheus answers
+    plot: Path | None = None
+    report_file: Path | None = None
 
 
 def _api(kind: str, api_version: str, plural: str, namespace: str) -> str:
@@ -263,12 +273,23 @@ def run(args: argparse.Namespace) -> Outcome:
         say(f"      {len(nodes)} nodes Ready: {', '.join(nodes)}")
         for line in kubelet.provide_storage():
             say(f"      {line}")
+        monitoring = _monitoring(kubelet.cluster, render, work / "prometheus", started.state.daemons)
+        stack.callback(monitoring.close)
         kubelet.start()
         deadline = time.monotonic() + args.timeout  # the job's time; a first build is not counted
         namespace = _job_namespace(render, job)
         watcher = Watcher(kube, namespace, cm)
         say(f"[4/{STEPS}] the control plane at work on {namespace}/{job} (what kube-apiserver holds, as it changes)")
-        _follow(kubelet, watcher, kube, namespace, job, outcome, args, deadline, started.state.daemons)
+        began = time.time()
+        _follow(kubelet, watcher, kube, namespace, job, outcome, args, deadline, started.state.daemons, monitoring)
+        outcome.metrics = job_metrics(monitoring.prometheus, job, cluster_name, began, time.time())
+        report_dir = Path(args.report_dir).resolve()
+        fault = None
+        if outcome.fault_at is not None:
+            what = f"node {outcome.lost_node} lost" if outcome.lost_node else "worker killed"
+            fault = (outcome.fault_at - began, what)
+        outcome.plot = plot(outcome.metrics, job, report_dir / f"{job}.png", fault)
+        outcome.report_file = report_dir / f"{job}.txt"
         outcome.seconds = time.monotonic() - t0
         say(f"[{STEPS}/{STEPS}] stopping: pods, controllers, the control plane; namespaces and bridges removed")
     return outcome
@@ -297,6 +318,21 @@ def sandbox_kubelet(kube: Kube, facts, work: Path, progress) -> Iterator[Kubelet
         cluster.close()
 
 
+def _monitoring(cluster: LocalCluster, render, folder: Path, daemons: list[Daemon]) -> DemoMonitoring:
+    """Prometheus over the sandbox's pods and the local webhook, as the cluster's monitors say."""
+    hook = next((d for d in daemons if d.name == "trainyard-webhook"), None)
+    # the webhook's second port is its plain-HTTP probe and metrics listener (trainyard/cluster/webhook.py)
+    webhook_metrics = f"127.0.0.1:{hook.ports[1]}" if hook is not None and len(hook.ports) > 1 else None
+    monitoring = DemoMonitoring(cluster, list(render.resources()), folder, webhook_metrics)
+    monitoring.start()
+    jobs = ", ".join(j["job_name"] for j in monitoring.prometheus.config["scrape_configs"])
+    rules = sum(len(g.get("rules") or []) for g in monitoring.prometheus.rules)
+    say(f"      prometheus {monitoring.prometheus.url}: scrape jobs {jobs}; {rules} rules of the repository loaded")
+    if monitoring.not_scraped:
+        say(f"      not scraped here: {', '.join(monitoring.not_scraped)} (no endpoint of that Service runs locally)")
+    return monitoring
+
+
 def _job_namespace(render, job: str) -> str:
     for ar in render.apps:
         for r in ar.resources:
@@ -320,7 +356,8 @@ def _check_alive(daemons: list[Daemon], restarts: dict[str, int]) -> None:
 
 
 def _follow(kubelet: Kubelet, watcher: Watcher, kube: Kube, namespace: str, job: str, outcome: Outcome,
-            args: argparse.Namespace, deadline: float, daemons: list[Daemon]) -> None:  # fmt: skip
+            args: argparse.Namespace, deadline: float, daemons: list[Daemon],
+            monitoring: DemoMonitoring) -> None:  # fmt: skip
     """Steps 4 to 6: until the job and the namespace's other jobs have ended."""
     log: RunLogFollower | None = None
     restarts = {d.name: 0 for d in daemons if d.name in CONTROLLERS}
@@ -336,6 +373,7 @@ def _follow(kubelet: Kubelet, watcher: Watcher, kube: Kube, namespace: str, job:
             say(f"      kubelet: {line}")
         for line in watcher.lines():
             say(f"      {line}")
+        monitoring.refresh(kube.get("/api/v1/pods")["items"])
         ours = _job_pods(kubelet, job)
         if ours and not shown_fabric and all(p.processes for p in ours):
             shown_fabric = True
@@ -381,6 +419,7 @@ def _follow(kubelet: Kubelet, watcher: Watcher, kube: Kube, namespace: str, job:
                 if args.lose_node:
                     node = next(t.node for t in kubelet.pods.values() if t.local is victim)
                     outcome.killed = outcome.lost_node = node
+                    outcome.fault_at = time.time()
                     say(f"      fault: node {node} lost after step {committed[-1]} was committed (its machine gone "
                         "with its pods, its Node deleted)")  # fmt: skip
                     for line in kubelet.lose(node):
@@ -388,6 +427,7 @@ def _follow(kubelet: Kubelet, watcher: Watcher, kube: Kube, namespace: str, job:
                 else:
                     pid = _kill_container(kubelet.cluster, victim)
                     outcome.killed = victim.name
+                    outcome.fault_at = time.time()
                     say(f"      fault: kill -9 of {victim.name}'s container (pid {pid}) after step {committed[-1]} "
                         "was committed; its restartPolicy restarts it")  # fmt: skip
         if outcome.lost_node and not outcome.evicted:
@@ -450,19 +490,29 @@ def _job_states(kube: Kube, namespace: str) -> dict[str, str]:
 
 
 def report(outcome: Outcome) -> None:
-    say()
-    say(f"== report: {outcome.job}")
-    for name, state in sorted(outcome.states.items()):
-        say(f"   {name}: {state}")
+    lines = [f"== report: {outcome.job}"]
+    lines += [f"   {name}: {state}" for name, state in sorted(outcome.states.items())]
     if outcome.lost_node:
-        say(
+        lines.append(
             f"   fault: node {outcome.lost_node} lost; Kueue evicted the workload ({outcome.evicted}), requeued "
             f"it and admitted it again once the node returned; resumed from committed step {outcome.resumed_from}"
         )
     elif outcome.killed:
-        say(f"   fault: {outcome.killed}'s container killed; container restarts {outcome.restarts}; "
-            f"resumed from committed step {outcome.resumed_from}")  # fmt: skip
-    say(f"   total time {outcome.seconds:.0f} s")
+        lines.append(f"   fault: {outcome.killed}'s container killed; container restarts {outcome.restarts}; "
+                     f"resumed from committed step {outcome.resumed_from}")  # fmt: skip
+    lines.append(f"   total time {outcome.seconds:.0f} s")
+    if outcome.metrics is not None:
+        lines.append("   as Prometheus answers (PromQL over what it scraped from the pods' metrics port):")
+        width = max(len(what) for what, _, _ in outcome.metrics.lines)
+        lines += [f"     {what:<{width}}  {value:<16} {query}" for what, value, query in outcome.metrics.lines]
+        lines.append(f"     alerts firing at the end: {', '.join(outcome.metrics.firing) or 'none'}")
+    say()
+    for line in lines:
+        say(line)
+    if outcome.report_file is not None:
+        outcome.report_file.parent.mkdir(parents=True, exist_ok=True)
+        outcome.report_file.write_text("\n".join(lines) + "\n")
+        say(f"   written to {outcome.report_file}, with the plot of loss and throughput {outcome.plot}")
 
 
 def main(args: argparse.Namespace) -> int:

@@ -339,6 +339,16 @@ class LocalCluster:
                 raise UserError(f"network {ns}/{name}: no address left in its IPAM range") from None
             self._veth(pod, f"ty{self.id}p{index}n{k}", iface, net.bridge, address, net.subnet)
 
+    def host_on_pod_network(self, name: str) -> str:
+        """A network namespace with ``eth0`` on the cluster bridge and no process: where a pod of
+        the monitoring stack would open its connections from (trainyard.sandbox.monitoring).
+        Removed with the rest by :meth:`close`."""
+        if not self.isolated:
+            raise UserError("the pod network needs network namespaces (root and ip netns)")
+        host = LocalPod(name=name, namespace="monitoring", spec={"metadata": {"name": name}, "spec": {}})
+        self._network(host)
+        return host.netns
+
     def _veth(self, pod: LocalPod, host: str, inside: str, bridge: str, address, subnet) -> None:
         peer = f"{host}x"
         _ip("link", "add", host, "type", "veth", "peer", "name", peer)
