@@ -50,16 +50,17 @@ tools: $(call STAMP,$(EXTRAS))
 kube: $(call STAMP,$(EXTRAS))
 	@$(BIN)/trainyard cluster build >/dev/null
 
-# promtool for the alert rules' tests (tests/monitoring): Debian's prometheus package, installed
-# when missing and this is a root shell with apt-get; otherwise say what to install.
+# promtool for the alert rules' tests (tests/monitoring) and prometheus for the demo's scrapes:
+# Debian's prometheus package, installed when either is missing and this is a root shell with
+# apt-get; otherwise say what to install.
 PROMETHEUS_APT := apt-get install -y --no-install-recommends prometheus
 promtool:
-	@command -v promtool >/dev/null 2>&1 && exit 0; \
+	@command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 && exit 0; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	  echo "promtool is missing: $(PROMETHEUS_APT)"; \
+	  echo "promtool or prometheus is missing: $(PROMETHEUS_APT)"; \
 	  $(PROMETHEUS_APT) || { echo "apt-get update, then again"; apt-get update && $(PROMETHEUS_APT); }; \
 	else \
-	  echo "promtool is missing: install Debian's prometheus package (apt-get install prometheus)"; exit 2; \
+	  echo "promtool or prometheus is missing: install Debian's prometheus package (apt-get install prometheus)"; exit 2; \
 	fi
 
 test: $(call STAMP,dev) tools kube promtool
@@ -87,7 +88,7 @@ ifeq ($(OFFLINE),1)
 demo: $(call STAMP,dev) tools
 	$(BIN)/trainyard demo --offline $(DEMO)
 else
-demo: $(call STAMP,dev) tools kube
+demo: $(call STAMP,dev) tools kube promtool
 	$(BIN)/trainyard demo $(DEMO)
 endif
 

@@ -112,6 +112,7 @@ class Trainer:
         )
         self.progress = Progress()
         self.load_ms = 0.0
+        self.stopped_by: str | None = None
         self.ckpt = Checkpointer(
             cfg.checkpoint_dir,
             every=cfg.checkpoint_every,
@@ -185,7 +186,7 @@ class Trainer:
     def run(self) -> int:
         """Train to --max-steps, or until a SIGTERM on any rank; 0 either way."""
         self._announce()
-        stopped_by = self._steps()
+        stopped_by = self.stopped_by = self._steps()
         p, log = self.progress, self.log
         if stopped_by is not None:
             saved = f"step-{p.step}" if self.ckpt.enabled else None
@@ -320,7 +321,10 @@ def run(cfg: TrainConfig, exporter: metrics.Exporter | metrics.NullExporter | No
             )
         log.exporter = exporter
         trainer.resume()
-        return trainer.run()
+        code = trainer.run()
+        if own and trainer.stopped_by is None:  # finished: let a scrape read the last step (not when
+            exporter.linger()  # stopping: the pod's grace period is for the save)
+        return code
     finally:
         log.close()
         if own and exporter is not None:

@@ -43,8 +43,9 @@ def bin_dir(tmp_path) -> Path:
     return folder
 
 
-def test_promtool_on_path_is_left_alone(bin_dir):
+def test_promtool_and_prometheus_on_path_are_left_alone(bin_dir):
     stub(bin_dir, "promtool", "exit 0")
+    stub(bin_dir, "prometheus", "exit 0")
     stub(bin_dir, "apt-get", f"echo apt-get called >> {bin_dir}/calls")
     done = make_promtool(bin_dir)
     assert done.returncode == 0, done.stderr
@@ -74,8 +75,18 @@ def test_without_root_it_names_the_package_and_fails(bin_dir):
     stub(bin_dir, "apt-get", f"echo apt-get called >> {bin_dir}/calls")
     done = make_promtool(bin_dir)
     assert done.returncode != 0
-    assert "promtool is missing: install Debian's prometheus package (apt-get install prometheus)" in done.stdout
+    assert "missing: install Debian's prometheus package (apt-get install prometheus)" in done.stdout
     assert not (bin_dir / "calls").exists()
+
+
+def test_promtool_without_prometheus_for_the_demo_is_installed_too(bin_dir):
+    calls = bin_dir / "calls"
+    stub(bin_dir, "promtool", "exit 0")
+    stub(bin_dir, "id", "echo 0")
+    stub(bin_dir, "apt-get", f'echo "$@" >> {calls}')
+    done = make_promtool(bin_dir)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert calls.read_text().splitlines() == [INSTALL]
 
 
 def test_root_without_apt_get_names_the_package_and_fails(bin_dir):
@@ -85,8 +96,8 @@ def test_root_without_apt_get_names_the_package_and_fails(bin_dir):
     assert "install Debian's prometheus package" in done.stdout
 
 
-def test_make_test_and_test_fast_depend_on_it():
-    for target in ("test", "test-fast"):
+def test_make_test_test_fast_and_demo_depend_on_it():
+    for target in ("test", "test-fast", "demo"):
         done = subprocess.run(
             [MAKE, "-f", str(ROOT / "Makefile"), "-p", "-n", "-q", target],
             cwd=ROOT, capture_output=True, text=True, timeout=30,

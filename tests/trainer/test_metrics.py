@@ -436,3 +436,40 @@ def test_a_launched_pod_serves_its_training_on_the_metrics_port(tmp_path):
     out = run.output()
     assert out.count(f"metrics: serving http://0.0.0.0:{port}{m.METRICS_PATH}") == 1  # local rank 0 only
     assert "warning: metrics" not in out
+
+
+def test_a_finished_run_nobody_scrapes_does_not_wait(exporter):
+    exp = exporter()
+    exp.observe(step(1))
+    assert exp.linger(most=30) == 0.0
+    assert metrics.NullExporter().linger() == 0.0
+
+
+def test_a_finished_run_waits_for_the_next_scrape_to_read_its_last_step(exporter):
+    """With Prometheus scraping, the last step reaches it before the pod ends: one more scrape, at
+    most 1.5 scrape intervals later."""
+    import threading
+
+    exp = exporter()
+    seen: list[float | None] = []
+    stop = threading.Event()
+
+    def prometheus() -> None:
+        while not stop.wait(0.2):
+            seen.append(value(samples(exp.port), m.STEP.name))
+
+    exp.observe(step(1))
+    scraper = threading.Thread(target=prometheus, daemon=True)
+    scraper.start()
+    try:
+        wait_for(lambda: len(seen) >= 2, timeout=10, what="two scrapes")
+        exp.observe(step(7))  # the run's last step, then the run ends
+        before = len(seen)
+        waited = exp.linger(most=30)
+        # the scrape linger waited for has read step 7: its answer is among the next two
+        wait_for(lambda: len(seen) >= before + 2, timeout=10, what="the scrape's answer")
+    finally:
+        stop.set()
+        scraper.join()
+    assert 0 < waited < 30
+    assert 7.0 in seen[before : before + 2]
