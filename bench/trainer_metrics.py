@@ -7,6 +7,10 @@ by the train loop itself (one process, gloo, CPU) with the same exporter attache
 ``step_ms`` from the run log. A scrape (rendering the exposition) runs in the server's thread,
 once per scrape interval, not per step; it is shown for scale.
 
+What a user would feel is the step itself: the same training is also run without an exporter and
+with one scraped every second (the demo's interval; 30 times Prometheus Operator's default of 30 s), in
+alternating pairs, and the medians of the pairs' step times are compared.
+
     .venv/bin/python bench/trainer_metrics.py [--steps 60] [--rounds 200] [--out bench/results/trainer_metrics.md]
 """
 
@@ -61,10 +65,27 @@ def tiny_step_ms(steps: int, exporter) -> float:
     return statistics.median(step_ms[5:])  # the first steps warm up
 
 
+def scraped_every(port: int, seconds: float):
+    """A thread that scrapes ``port`` every ``seconds`` until the returned event is set."""
+    import threading
+    import urllib.request
+
+    stop = threading.Event()
+
+    def scrape() -> None:
+        while not stop.wait(seconds):
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                r.read()
+
+    threading.Thread(target=scrape, daemon=True).start()
+    return stop
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=60, help="steps of the tiny model (default 60)")
     parser.add_argument("--rounds", type=int, default=200, help="rounds of 1,000 observe() calls (default 200)")
+    parser.add_argument("--pairs", type=int, default=3, help="runs without and with a scraped exporter (default 3)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "trainer_metrics.md"))
     args = parser.parse_args()
 
@@ -94,6 +115,12 @@ def main() -> int:
         for _ in range(200):
             generate_latest(exporter.registry)
         scrape_us = (time.perf_counter() - t0) / 200 * 1e6
+        without, scraped = [], []
+        for _ in range(args.pairs):
+            without.append(tiny_step_ms(args.steps, metrics.NullExporter()))
+            stop = scraped_every(exporter.port, 1.0)
+            scraped.append(tiny_step_ms(args.steps, exporter))
+            stop.set()
     finally:
         exporter.close()
 
@@ -101,12 +128,18 @@ def main() -> int:
     rows = [f"| {name} | {us:.2f} | {us / step_us * 100:.4f}% |" for name, us in rows_us.items()]
     rows.append(f"| tiny model, one training step (CPU, 1 process, batch 16 x 64 tokens) | {step_us:.0f} | 100% |")
     rows.append(f"| one scrape: render every series (server thread, per scrape, not per step) | {scrape_us:.0f} | - |")
+    off, on = statistics.median(without) * 1000, statistics.median(scraped) * 1000
+    rows.append(f"| a step, no exporter (median of {args.pairs} runs) | {off:.0f} | 100% |")
+    rows.append(f"| a step, exporter scraped every second (median of {args.pairs} runs) | {on:.0f} | "
+                f"{on / off * 100:.1f}% |")  # fmt: skip
+    spread = ", ".join(f"{a:.1f}/{b:.1f}" for a, b in zip(without, scraped, strict=True))
     caption = (
         f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
         f"torch {torch.__version__}\n"
         f"observe: median of {args.rounds} rounds of {CALLS} calls; step: median step_ms of {args.steps} steps "
-        f"(first 5 not counted) of `trainer.loop.run` with the exporter attached\n\n"
-        f"`python bench/trainer_metrics.py --steps {args.steps} --rounds {args.rounds}`"
+        f"(first 5 not counted) of `trainer.loop.run` with the exporter attached; the pairs' step medians "
+        f"(ms, without/with): {spread}\n\n"
+        f"`python bench/trainer_metrics.py --steps {args.steps} --rounds {args.rounds} --pairs {args.pairs}`"
     )
     publish(table(caption, "| what | µs | share of a tiny CPU step |", "|---|---:|---:|", rows), args.out)
     return 0
