@@ -314,18 +314,25 @@ def pod_monitor_job(monitor: dict, targets_file: Path, proxy_url: str, interval:
         relabel.append({"source_labels": [f"__meta_kubernetes_pod_label_{_sanitize(spec['jobLabel'])}"],
                         "target_label": "job", "regex": "(.+)", "replacement": "${1}"})  # fmt: skip
     relabel.append({"target_label": "endpoint", "replacement": port})
-    for r in endpoint.get("relabelings") or []:
-        relabel.append({RELABEL_KEYS[k]: v for k, v in r.items() if k in RELABEL_KEYS})
+    files = {"files": [str(targets_file)]}
+    job = _scrape_job(f"podMonitor/{name}/0", endpoint, interval, relabel, proxy_url=proxy_url, file_sd_configs=[files])
+    return job, namespaces
+
+
+def _scrape_job(name: str, endpoint: dict, interval: str, relabel: list[dict], **discovery: Any) -> dict:
+    """A monitor endpoint's scrape job: its path and scheme, the operator's relabelings, then the
+    endpoint's own (camelCase fields as Prometheus's keys)."""
+    relabel = relabel + [{RELABEL_KEYS[k]: v for k, v in r.items() if k in RELABEL_KEYS}
+                         for r in endpoint.get("relabelings") or []]  # fmt: skip
     return {
-        "job_name": f"podMonitor/{name}/0",
+        "job_name": name,
         "scrape_interval": interval,
         "scrape_timeout": interval,
         "metrics_path": endpoint.get("path", "/metrics"),
         "scheme": endpoint.get("scheme", "http"),
-        "proxy_url": proxy_url,
-        "file_sd_configs": [{"files": [str(targets_file)]}],
+        **discovery,
         "relabel_configs": relabel,
-    }, namespaces
+    }
 
 
 def rule_groups(rules: list[dict]) -> list[dict]:
@@ -445,16 +452,8 @@ def service_monitor_job(monitor: dict, service: dict, address: str, interval: st
         {"source_labels": ["__meta_kubernetes_service_name"], "target_label": "job", "replacement": "${1}"},
         {"target_label": "endpoint", "replacement": port},
     ]
-    for r in endpoint.get("relabelings") or []:
-        relabel.append({RELABEL_KEYS[k]: v for k, v in r.items() if k in RELABEL_KEYS})
-    return {
-        "job_name": f"serviceMonitor/{meta.get('namespace', 'default')}/{meta['name']}/0",
-        "scrape_interval": interval,
-        "scrape_timeout": interval,
-        "metrics_path": endpoint.get("path", "/metrics"),
-        "static_configs": [{"targets": [address], "labels": labels}],
-        "relabel_configs": relabel,
-    }
+    name = f"serviceMonitor/{meta.get('namespace', 'default')}/{meta['name']}/0"
+    return _scrape_job(name, endpoint, interval, relabel, static_configs=[{"targets": [address], "labels": labels}])
 
 
 class DemoMonitoring:
