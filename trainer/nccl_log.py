@@ -512,15 +512,22 @@ def expectation_failures(report: Report, expect: str) -> list[str]:
     return failures
 
 
-def verify_own_log(log_path: str | Path, pid: int, expect: str | None, allow_fallback: bool) -> Verdict:
-    """What the train loop calls after its first collective: this process's lines of its NCCL log."""
+def check_own_log(
+    log_path: str | Path, pid: int, expect: str | None, allow_fallback: bool
+) -> tuple[Verdict, str | None]:
+    """What the train loop calls after its first collective: the verdict on this process's lines of
+    its NCCL log, and the transport they show (None when the log is missing or does not say)."""
     path = Path(log_path)
     if not path.is_file():
-        return Verdict("warning", f"could not verify the NCCL transport: {path} does not exist")
+        return Verdict("warning", f"could not verify the NCCL transport: {path} does not exist"), None
     with path.open(encoding="utf-8", errors="replace") as fh:
         procs = parse_lines(fh, source=str(path))
-    mine = [p for p in procs.values() if p.pid == pid]
-    return transport_verdict(mine[0] if mine else None, expect, allow_fallback)
+    mine = next((p for p in procs.values() if p.pid == pid), None)
+    return transport_verdict(mine, expect, allow_fallback), mine.transport if mine is not None else None
+
+
+def verify_own_log(log_path: str | Path, pid: int, expect: str | None, allow_fallback: bool) -> Verdict:
+    return check_own_log(log_path, pid, expect, allow_fallback)[0]
 
 
 def debug_file_for(pattern: str, hostname: str, pid: int) -> str:

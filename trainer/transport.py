@@ -14,7 +14,7 @@ from collections.abc import MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainer.nccl_log import Verdict, debug_file_for, parse_lines, transport_verdict, verify_own_log
+from trainer.nccl_log import Verdict, check_own_log, debug_file_for
 from trainyard.contract.names import ENV_EXPECT_TRANSPORT
 
 
@@ -56,11 +56,5 @@ class TransportCheck:
 
 
 def check_after_first_collective(pattern: str, expect: str | None, allow_fallback: bool) -> TransportCheck:
-    path, pid = own_log_path(pattern), os.getpid()
-    if not path.is_file():
-        return TransportCheck(verify_own_log(path, pid, expect, allow_fallback), None, expect)
-    with path.open(encoding="utf-8", errors="replace") as fh:
-        procs = parse_lines(fh, source=str(path))
-    mine = next((p for p in procs.values() if p.pid == pid), None)  # as verify_own_log picks it
-    used = mine.transport if mine is not None else None
-    return TransportCheck(transport_verdict(mine, expect, allow_fallback), used, expect)
+    verdict, used = check_own_log(own_log_path(pattern), os.getpid(), expect, allow_fallback)
+    return TransportCheck(verdict, used, expect)
