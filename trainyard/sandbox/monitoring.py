@@ -33,19 +33,20 @@ import queue
 import shutil
 import socket
 import socketserver
-import subprocess
 import threading
-import time
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import yaml
 
-from trainyard.cluster.processes import free_port
+from trainyard.cluster.controlplane import wait_ready
+from trainyard.cluster.processes import Daemon, free_port, spawn
 from trainyard.contract.errors import UserError
+from trainyard.repo.model.rendered_facts import WEBHOOK_SERVICE
+from trainyard.repo.upstream.matching import selector_matches
 
 CLONE_NEWNET = 0x40000000  # linux/sched.h
 MAX_REQUEST_HEAD = 16 * 1024  # a scrape's request head is a few hundred bytes
@@ -264,7 +265,8 @@ def pod_monitor_job(monitor: dict, targets_file: Path, proxy_url: str, interval:
     """The scrape job Prometheus Operator makes of a rendered PodMonitor's first endpoint
     (promcfg.go ``generatePodMonitorConfig``: the same relabelings in the same order), for the
     fields the repository uses; a field it does not follow is refused by name, never left out.
-    One Prometheus shard: the operator's sharding relabeling keeps every target then. Returns the
+    One Prometheus shard: the operator's sharding relabeling keeps every target then. The
+    endpoint's ``interval`` gives way to the demo's ``interval`` (a short job). Returns the
     job, its targets read from ``targets_file`` (:func:`pod_targets`), and the namespaces its
     selector picks (None: all)."""
     meta, spec = monitor["metadata"], monitor.get("spec") or {}
@@ -351,7 +353,7 @@ class Prometheus:
     config: dict
     rules: list[dict] = field(default_factory=list)
     binary: str = "prometheus"
-    process: subprocess.Popen | None = None
+    daemon: Daemon | None = None
     url: str = ""
 
     def start(self, timeout: float = 60) -> None:
@@ -369,31 +371,14 @@ class Prometheus:
         (self.folder / "prometheus.yml").write_text(yaml.safe_dump(config, sort_keys=False))
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
-        log = (self.folder / "prometheus.log").open("wb")
-        self.process = subprocess.Popen(
-            [path, f"--config.file={self.folder / 'prometheus.yml'}", f"--storage.tsdb.path={self.folder / 'data'}",
-             f"--web.listen-address=127.0.0.1:{port}", "--web.enable-lifecycle"],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-        log.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                tail = (self.folder / "prometheus.log").read_text(errors="replace").splitlines()[-8:]
-                raise UserError("prometheus exited at start:\n" + "\n".join(tail))
-            with contextlib.suppress(OSError), urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as r:
-                if r.status == 200:
-                    return
-            time.sleep(0.2)
-        raise UserError(f"prometheus was not ready within {timeout:g} s; its log: {self.folder / 'prometheus.log'}")
+        argv = [path, f"--config.file={self.folder / 'prometheus.yml'}", f"--storage.tsdb.path={self.folder / 'data'}",
+                f"--web.listen-address=127.0.0.1:{port}"]  # fmt: skip
+        self.daemon = spawn("prometheus", argv, self.folder / "prometheus.log", (port,))
+        wait_ready(self.daemon, lambda: httpx.get(f"{self.url}/-/ready", timeout=2).status_code == 200,
+                   "prometheus's /-/ready", timeout=timeout)  # fmt: skip
 
     def _get(self, path: str, params: dict[str, str]) -> Any:
-        url = f"{self.url}{path}?{urllib.parse.urlencode(params)}"
-        try:
-            with urllib.request.urlopen(url, timeout=30) as r:
-                doc = json.load(r)
-        except urllib.error.HTTPError as exc:
-            doc = json.loads(exc.read() or b"{}")
+        doc = httpx.get(f"{self.url}{path}", params=params, timeout=30).json()  # an error too is a JSON document
         if doc.get("status") != "success":
             raise UserError(f"Prometheus refused {params.get('query', path)!r}: {doc.get('error', doc)}")
         return doc["data"]
@@ -408,20 +393,12 @@ class Prometheus:
         params = {"query": promql, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}
         return self._get("/api/v1/query_range", params)["result"]
 
-    def targets(self) -> list[dict]:
-        return self._get("/api/v1/targets", {"state": "any"})["activeTargets"]
-
     def alerts(self) -> list[dict]:
         return self._get("/api/v1/alerts", {})["alerts"]
 
     def close(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        if self.daemon is not None:
+            self.daemon.stop()
 
 
 # --- the demo's monitoring -------------------------------------------------------------------
@@ -461,7 +438,7 @@ class DemoMonitoring:
     ServiceMonitor's over the local webhook's probe port, the rendered PrometheusRules loaded."""
 
     def __init__(self, cluster: Any, resources: list, folder: Path, webhook_metrics: str | None,
-                 webhook_service: str = "trainyard-webhook") -> None:  # fmt: skip
+                 webhook_service: str = WEBHOOK_SERVICE) -> None:  # fmt: skip
         from trainyard.sandbox.localpods import CLUSTER_CIDR
 
         by_kind: dict[str, list[dict]] = {}
@@ -486,14 +463,13 @@ class DemoMonitoring:
         self.not_scraped: list[str] = []
         services = by_kind.get("Service") or []
         for sm in by_kind.get("ServiceMonitor") or []:
-            wanted = ((sm.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
-            ns = sm["metadata"].get("namespace")
-            selected = [
-                s for s in services
-                if s["metadata"].get("namespace") == ns and wanted
-                and all((s["metadata"].get("labels") or {}).get(k) == v for k, v in wanted.items())
-            ]  # fmt: skip
-            webhook = next((s for s in selected if s["metadata"]["name"] == webhook_service), None)
+            selector, ns = (sm.get("spec") or {}).get("selector"), sm["metadata"].get("namespace")
+            webhook = next(
+                (s for s in services
+                 if (s["metadata"].get("namespace"), s["metadata"]["name"]) == (ns, webhook_service)
+                 and selector_matches(selector, s["metadata"].get("labels") or {})),
+                None,
+            )  # fmt: skip
             if webhook is not None and webhook_metrics:
                 jobs.append(service_monitor_job(sm, webhook, webhook_metrics, SCRAPE_INTERVAL))
             else:
