@@ -24,18 +24,10 @@ LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # yaml.safe_load_all, in
 Progress = Callable[[str], None]
 
 
-def argocd(*, progress: Progress = print) -> list[dict]:
-    """Argo CD's CRDs (Application, ApplicationSet, AppProject): what its install brings."""
-    return upstream.argocd_crds(progress=progress)
-
-
 def before_bootstrap(facts: declared.ClusterFacts, *, progress: Progress = print) -> list[dict]:
     """The CRDs a cluster has before the bootstrap: Argo CD's, and Prometheus Operator's (PodMonitor,
     ServiceMonitor, PrometheusRule) where the facts say the operator runs."""
-    docs = argocd(progress=progress)
-    if facts.prometheus_operator:
-        docs += upstream.prometheus_operator_crds(progress=progress)
-    return docs
+    return upstream.bootstrap_crds(facts.prometheus_operator, progress=progress)
 
 
 def kinds(docs: list[dict]) -> set[tuple[str, str, str]]:

@@ -193,6 +193,15 @@ def prometheus_operator_crds(*, progress: Progress = lambda _: None) -> list[dic
     return _release_crds("prometheus-operator", PROMETHEUS_OPERATOR_CRDS, progress)
 
 
+def bootstrap_crds(prometheus_operator: bool, *, progress: Progress = lambda _: None) -> list[dict]:
+    """The CRDs a cluster serves before the repository's bootstrap, installed outside it: Argo CD's,
+    and Prometheus Operator's where the cluster's facts say the operator runs."""
+    docs = argocd_crds(progress=progress)
+    if prometheus_operator:
+        docs += prometheus_operator_crds(progress=progress)
+    return docs
+
+
 def _release_crds(key: str, patterns: tuple[str, ...], progress: Progress) -> list[dict]:
     r = releases.BY_KEY[key]
 

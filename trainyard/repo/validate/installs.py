@@ -64,18 +64,13 @@ def served_kinds(crds: Iterable[dict]) -> dict[tuple[str, str], set[str]]:
 
 def check_served(ctx: ClusterCheck) -> None:
     crds = [r.doc for r in ctx.resources if r.kind == CRD and r.group == "apiextensions.k8s.io"]
-    try:
-        crds += upstream.argocd_crds()  # Argo CD's install precedes the bootstrap
-    except UserError as exc:
-        ctx.err("kube/releases", f"Argo CD's CRDs cannot be read, so the kinds it serves are not checked: {exc}")
-        return
     operator = ctx.declared is not None and ctx.declared.prometheus_operator
-    if operator:
-        try:
-            crds += upstream.prometheus_operator_crds()  # installed outside the repository (the fact)
-        except UserError as exc:
-            ctx.err("kube/releases", f"Prometheus Operator's CRDs cannot be read, so its kinds are not checked: {exc}")
-            return
+    try:
+        crds += upstream.bootstrap_crds(operator)  # Argo CD's install (and the operator's) precede the bootstrap
+    except UserError as exc:
+        sources = "Argo CD's and Prometheus Operator's" if operator else "Argo CD's"
+        ctx.err("kube/releases", f"{sources} CRDs cannot be read, so the kinds they serve are not checked: {exc}")
+        return
     served = served_kinds(crds)
     for r in ctx.resources:
         if not r.group or schema.has_schema(r.kind, r.api_version):  # kube-apiserver's own kinds
