@@ -44,6 +44,7 @@ from trainyard.cluster import controlplane, up
 from trainyard.cluster.client import ApiError, Kube
 from trainyard.cluster.controllers import INSTALLS, RESTARTING
 from trainyard.cluster.processes import Daemon
+from trainyard.cluster.webhook import WEBHOOK_NAME
 from trainyard.contract import reports
 from trainyard.contract.errors import UserError
 from trainyard.contract.names import NETWORKS_ANNOTATION, SHM_PATH, TRAINER_REPOSITORY
@@ -320,7 +321,7 @@ def sandbox_kubelet(kube: Kube, facts, work: Path, progress) -> Iterator[Kubelet
 
 def _monitoring(cluster: LocalCluster, render, folder: Path, daemons: list[Daemon]) -> DemoMonitoring:
     """Prometheus over the sandbox's pods and the local webhook, as the cluster's monitors say."""
-    hook = next((d for d in daemons if d.name == "trainyard-webhook"), None)
+    hook = next((d for d in daemons if d.name == WEBHOOK_NAME), None)
     # the webhook's second port is its plain-HTTP probe and metrics listener (trainyard/cluster/webhook.py)
     webhook_metrics = f"127.0.0.1:{hook.ports[1]}" if hook is not None and len(hook.ports) > 1 else None
     monitoring = DemoMonitoring(cluster, list(render.resources()), folder, webhook_metrics)

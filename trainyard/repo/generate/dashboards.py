@@ -35,7 +35,7 @@ from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
 from trainyard.contract import metrics as m
 from trainyard.repo.generate.pod_security import NAME as POD_SECURITY_POLICY
-from trainyard.repo.model.rendered_facts import VAP_NAME, WEBHOOK_NAMESPACE
+from trainyard.repo.model.rendered_facts import VAP_NAME, WEBHOOK_NAMESPACE, WEBHOOK_SERVICE
 from webhook.metrics import OUTCOMES
 
 FOLDER = "base/monitoring/dashboards"
@@ -59,7 +59,6 @@ KUEUE_STATUS = "status"
 # Prometheus's own per-target series; a ServiceMonitor's targets get job=<Service name> unless it
 # sets jobLabel (prometheus-operator: pkg/apis/monitoring/v1/servicemonitor_types.go, JobLabel).
 UP = "up"
-WEBHOOK_SERVICE = "trainyard-webhook"  # base/webhook/service.yaml
 # The webhook's outcome label (webhook/metrics.py, Reviews.collect); the outcomes that are an
 # answer to the review, every other one is a failure to answer it.
 OUTCOME = "outcome"

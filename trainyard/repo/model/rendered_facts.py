@@ -21,6 +21,7 @@ from trainyard.repo.model import nad
 from trainyard.repo.model.rendered import Resource
 
 WEBHOOK_DEPLOYMENT = "trainyard-webhook"
+WEBHOOK_SERVICE = WEBHOOK_DEPLOYMENT  # base/webhook/service.yaml: the Service has the Deployment's name
 WEBHOOK_CONTAINER = "webhook"
 WEBHOOK_NAMESPACE = "trainyard-system"
 PARAMS_CONFIGMAP = "trainyard-fabric-params"
