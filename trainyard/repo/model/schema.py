@@ -160,3 +160,121 @@ def validate_pod_template(template: dict) -> list[str]:
     if validator is None:  # pragma: no cover - every schema set has it
         raise LookupError("kubernetes-validate has no PodTemplateSpec schema")
     return _errors("PodTemplateSpec", "v1", validator, template)
+
+
+# ---------------------------------------------------------------------------------------------
+# Custom resources: a CRD's structural schema, as kube-apiserver validates a custom resource
+
+
+def structural(schema: dict, *, root: bool = True) -> dict:
+    """A CRD version's ``openAPIV3Schema`` as JSON Schema, with unknown fields refused as strict
+    field validation refuses them: a field is unknown where kube-apiserver's pruning would drop it
+    (apiextensions-apiserver@v0.36.3:pkg/apiserver/schema/pruning/algorithm.go: not in
+    ``properties``, in an object without ``additionalProperties`` or
+    ``x-kubernetes-preserve-unknown-fields``). ``metadata`` is ObjectMeta (checked on its own), at
+    the root and in embedded resources; ``nullable`` admits null; int-or-string admits both."""
+    out: dict[str, Any] = {k: v for k, v in schema.items() if not k.startswith("x-kubernetes-") and k != "nullable"}
+    out.pop("format", None)  # kube-apiserver checks formats its own way; shapes are what matter here
+    if "pattern" in out:  # a Go (RE2) regular expression, not ECMA 262: (?i) and the like
+        out[GO_PATTERN] = out.pop("pattern")
+    embedded = bool(schema.get("x-kubernetes-embedded-resource"))
+    if isinstance(out.get("properties"), dict):
+        out["properties"] = {k: structural(v, root=False) for k, v in out["properties"].items() if isinstance(v, dict)}
+    if isinstance(out.get("items"), dict):
+        out["items"] = structural(out["items"], root=False)
+    if isinstance(out.get("additionalProperties"), dict):
+        out["additionalProperties"] = structural(out["additionalProperties"], root=False)
+    for key in ("allOf", "anyOf", "oneOf"):
+        if isinstance(out.get(key), list):  # value validations only: they never name new fields
+            out[key] = [
+                structural(s, root=False) | {"additionalProperties": True} for s in out[key] if isinstance(s, dict)
+            ]
+    if isinstance(out.get("not"), dict):
+        out["not"] = structural(out["not"], root=False) | {"additionalProperties": True}
+    if root or embedded:
+        props = dict(out.get("properties") or {})
+        props["metadata"] = {"type": "object"}
+        props.setdefault("apiVersion", {"type": "string"})
+        props.setdefault("kind", {"type": "string"})
+        out["properties"] = props
+    if schema.get("type") == "object" and not schema.get("x-kubernetes-preserve-unknown-fields"):
+        out.setdefault("additionalProperties", False)
+    if schema.get("x-kubernetes-int-or-string"):
+        out.pop("type", None)
+        out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+    if schema.get("nullable") and "type" in out:
+        out["type"] = [out["type"], "null"] if isinstance(out["type"], str) else [*out["type"], "null"]
+    return out
+
+
+GO_PATTERN = "goPattern"
+
+
+@lru_cache(maxsize=1024)
+def _re2(pattern: str) -> Any:
+    import re2  # google-re2: the RE2 syntax Go's regexp and so kube-apiserver accept
+
+    return re2.compile(pattern)
+
+
+class _GoPattern:
+    """The ``goPattern`` keyword for jsonschema-rs."""
+
+    def __init__(self, parent_schema: dict, value: str, schema_path: list) -> None:
+        self.rx = _re2(value)
+
+    def validate(self, instance: Any) -> None:
+        if isinstance(instance, str) and not _matches(self.rx, instance):
+            raise ValueError(f"{instance[:200]!r} does not match {self.rx.pattern!r}")
+
+
+def _matches(rx: Any, value: str) -> bool:
+    try:
+        return bool(rx.search(value))
+    except UnicodeEncodeError:  # a lone surrogate: not a string kube-apiserver would accept
+        return False
+
+
+def _go_pattern(validator: Any, pattern: str, instance: Any, schema: dict) -> Any:
+    if isinstance(instance, str) and not _matches(_re2(pattern), instance):
+        yield jsonschema.ValidationError(f"{instance[:200]!r} does not match {pattern!r}")
+
+
+_CustomValidator = jsonschema.validators.extend(jsonschema.validators.Draft7Validator, {GO_PATTERN: _go_pattern})
+_custom: dict[int, tuple[dict, jsonschema.protocols.Validator, Any]] = {}
+
+
+def _custom_validators(openapi_schema: dict) -> tuple[jsonschema.protocols.Validator, Any]:
+    # keyed by the schema object (kept alive in the entry, so its id is not reused): the CRDs of a
+    # render are loaded once, and converting a large CRD for every object would dominate
+    entry = _custom.get(id(openapi_schema))
+    if entry is None or entry[0] is not openapi_schema:
+        schema = structural(openapi_schema)
+        entry = (
+            openapi_schema,
+            _CustomValidator(schema),
+            jsonschema_rs.Draft7Validator(schema, validate_formats=False, keywords={GO_PATTERN: _GoPattern}),
+        )
+        if len(_custom) > 512:
+            _custom.clear()
+        _custom[id(openapi_schema)] = entry
+    return entry[1], entry[2]
+
+
+def validate_custom(doc: dict, openapi_schema: dict) -> list[str]:
+    """Schema errors of a custom resource against its CRD version's ``openAPIV3Schema``, each
+    'field.path: message' (CEL rules, ``x-kubernetes-validations``, are not evaluated here)."""
+    with _lock:
+        validator, fast = _custom_validators(openapi_schema)
+    data = json.loads(json.dumps(doc, default=str))
+    if fast.is_valid(data):
+        return []
+    errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))[:_MAX_ERRORS]
+    return [_capped(f"{_path(e)}: {_message(e)}") for e in _best(errors)]
+
+
+_MAX_ERRORS = 50  # a hostile object reports its first problems, not all of them
+
+
+def _capped(message: str, limit: int = 300) -> str:
+    return message if len(message) <= limit else message[: limit - 3] + "..."

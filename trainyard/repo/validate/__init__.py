@@ -19,7 +19,8 @@ Per cluster, on what the emulated Argo CD renders (:mod:`trainyard.repo.upstream
   a commit tag or a digest, a refusal naming the release; the NCCL lint on every env of every
   container;
 - what a cluster installs hangs together (:mod:`trainyard.repo.validate.installs`): kinds served by
-  its CRDs, CRD providers that say what they install, bindings to roles and ServiceAccounts that
+  its CRDs, custom resources (Argo CD's, the generated Applications included) valid against their
+  CRD's structural schema with unknown fields refused, as kube-apiserver checks them; CRD providers that say what they install, bindings to roles and ServiceAccounts that
   exist, webhooks that reach a Service;
 - the cluster's declared facts (clusters/<cluster>/cluster.yaml: Kubernetes version, admission
   mode, node pools, topology labels) are complete and consistent;

@@ -4,6 +4,8 @@ pinned modules like the repository's own objects):
 - every object of a custom API group is served by a CRD the cluster installs, at its version (or one
   installed before the bootstrap: Argo CD's, and Prometheus Operator's where the cluster's facts say
   it runs);
+- and passes that CRD version's structural schema, unknown fields refused (strict field
+  validation, which Argo CD's default ``Validate=true`` asks of kube-apiserver);
 - the monitoring Application is installed exactly where the facts say Prometheus Operator runs;
 - an Application annotated ``trainyard.dev/provides`` installs exactly the CRD groups it names (the
   sync-wave check orders Applications by that annotation);
@@ -72,6 +74,11 @@ def check_served(ctx: ClusterCheck) -> None:
         ctx.err("kube/releases", f"{sources} CRDs cannot be read, so the kinds they serve are not checked: {exc}")
         return
     served = served_kinds(crds)
+    schemas = crd_schemas(crds)
+    # the Applications an ApplicationSet makes are created from its template: checked as Applications
+    generated = [ar.app.resource for ar in ctx.render.apps if ar.app.generated_by]
+    for r in [*ctx.resources, *generated]:
+        check_custom_schema(ctx, r, schemas)
     for r in ctx.resources:
         if not r.group or schema.has_schema(r.kind, r.api_version):  # kube-apiserver's own kinds
             continue
@@ -99,6 +106,34 @@ def check_served(ctx: ClusterCheck) -> None:
                 f"{', '.join(sorted(versions))}, not {version}",
                 r.describe(),
             )
+
+
+def crd_schemas(crds: Iterable[dict]) -> dict[tuple[str, str, str], tuple[str, dict]]:
+    """(group, kind, version) -> (the CRD's name, that version's openAPIV3Schema)."""
+    out: dict[tuple[str, str, str], tuple[str, dict]] = {}
+    for d in crds:
+        spec = d.get("spec") if isinstance(d.get("spec"), dict) else {}
+        kind = str((spec.get("names") or {}).get("kind", ""))
+        for v in spec.get("versions") or []:
+            schema = ((v.get("schema") or {}).get("openAPIV3Schema")) if isinstance(v, dict) else None
+            if isinstance(schema, dict) and v.get("served"):
+                name = str((d.get("metadata") or {}).get("name", ""))
+                out[(str(spec.get("group", "")), kind, str(v.get("name")))] = (name, schema)
+    return out
+
+
+def check_custom_schema(ctx: ClusterCheck, r: Resource, schemas: dict[tuple[str, str, str], tuple[str, dict]]) -> None:
+    """A custom resource against the structural schema of the CRD that serves it, unknown fields
+    refused: kube-apiserver refuses them when Argo CD applies the object (its default Validate=true
+    is kubectl's strict field validation), so a misspelt field fails the sync, not the review."""
+    if not r.group or schema.has_schema(r.kind, r.api_version):
+        return
+    found = schemas.get((r.group, r.kind, r.api_version.rpartition("/")[2]))
+    if found is None:
+        return  # check_served names what serves no such kind
+    crd, openapi = found
+    for e in schema.validate_custom(r.doc, openapi):
+        ctx.err(r.where(), f"schema of CRD {crd} (strict, as kube-apiserver checks it): {e}", r.describe())
 
 
 def facts_file(ctx: ClusterCheck) -> str:
