@@ -1,12 +1,27 @@
 """Sync a cluster's rendered repository into a real API server, the way Argo CD does.
 
-The order is Argo CD's: the bootstrap (``kubectl apply -k clusters/<cluster>``), then each
-Application by sync wave and name, and inside one its objects in sync order (trainyard's render
-already sorts them as gitops-engine does: phase, wave, kind, name). An Application asking for
-``ServerSideApply=true`` is applied server-side as field manager ``argocd-controller``
-(argo-cd@v3.5.1:common/common.go ArgoCDSSAManager); the others as ``kubectl apply`` would on an
-empty cluster. ``CreateNamespace=true`` creates the destination namespace first. Field
-validation is strict, as Argo CD's default ``Validate=true`` asks of kubectl.
+The order is Argo CD's: the bootstrap (``kubectl apply -k clusters/<cluster>``), then the root
+Application's sync one step (phase and wave) at a time, each step's Applications in the root's
+task order, each followed by what it starts (an ApplicationSet's generated Applications), and
+inside one Application its objects in sync order (:mod:`trainyard.repo.upstream.syncorder`:
+gitops-engine's phase, wave, kind, name, with Namespaces and CRDs moved up; what a sync never
+applies left out). An object is applied server-side as field manager ``argocd-controller``
+(argo-cd@v3.5.1:common/common.go ArgoCDSSAManager) where its Application asks for
+``ServerSideApply=true`` or its own ``argocd.argoproj.io/sync-options`` does, unless that says
+``ServerSideApply=false`` (gitops-engine sync_context.go shouldUseServerSideApply); one saying
+``Replace=true`` is created, as Argo CD creates such an object when it is not there yet
+(sync_context.go applyObject; a live one it would replace, and ``Force=true`` delete first, which
+cannot happen on the empty cluster this syncs); the others as ``kubectl apply`` would on an empty
+cluster. ``CreateNamespace=true`` creates the destination
+namespace first. Field validation is strict, as Argo CD's default ``Validate=true`` asks of kubectl.
+
+Between steps Argo CD waits for every object of a step to be Healthy (gitops-engine
+sync_context.go Sync; for a child Application, argocd-cm's Application health check). No Argo CD
+controller runs here to write an Application's health, and no pod runs during the sync, so a step
+ends once what its successors need is there: every object accepted, CRDs served, and an upstream
+release's controllers ready where they are started. Hooks are not run: a hook is refused (the
+render already refuses hooks in this repository's Applications), and an upstream release whose
+controllers are started here may not have any.
 
 What does not run here is not applied but sent with ``dryRun=All``, so kube-apiserver still
 validates it: the webhook configurations of upstream controllers (nothing would answer them).
@@ -27,11 +42,12 @@ from pathlib import Path
 
 import yaml
 
+from trainyard.cluster import controllers
 from trainyard.cluster.client import ApiError, Kube
 from trainyard.repo.jobs.preview import is_job
 from trainyard.repo.model import rawyaml
 from trainyard.repo.model.rendered import Resource, tree_copy
-from trainyard.repo.upstream import argocd
+from trainyard.repo.upstream import argocd, syncorder
 
 SSA_MANAGER = "argocd-controller"
 CRD = "CustomResourceDefinition"
@@ -196,7 +212,9 @@ class Syncer:
     def one(self, resource: Resource, *, server_side: bool, dry_run: bool) -> bool:
         doc = resource.doc
         try:
-            if server_side:
+            if syncorder.replace(resource):  # Replace=true: Argo CD creates an object not there yet
+                self.kube.create(doc, dry_run=dry_run)
+            elif server_side:
                 self.kube.apply(doc, manager=SSA_MANAGER, dry_run=dry_run)
             else:
                 self.kube.client_side_apply(doc, dry_run=dry_run)
@@ -211,11 +229,30 @@ class Syncer:
             self.kube.wait_served([doc])
         return True
 
+    def hook(self, resource: Resource) -> None:
+        """Refuse a hook: Argo CD runs it in its phase, waits for it to complete and deletes it by
+        policy, none of which happens here."""
+        phases = ", ".join(syncorder.sync_phases(syncorder.annotations(resource.doc)))
+        message = f"Argo CD resource hook ({phases}): trainyard's sync does not run hooks"
+        self.report.refusals.append(Refusal(resource, message, locate(self.repo_root, resource)))
+
     def objects(
-        self, resources: list[Resource], *, server_side: bool, rewrite: Rewrite | None = None
+        self,
+        resources: list[Resource],
+        *,
+        server_side: bool,
+        rewrite: Rewrite | None = None,
+        app: argocd.Application | None = None,
     ) -> tuple[int, int]:
+        """Apply ``resources`` in order; ``server_side`` is the Application's ServerSideApply=true,
+        which an object's own sync-options may override. Each object carries ``app``'s tracking id."""
         applied = dry = 0
         for r in resources:
+            if syncorder.resource_is_hook(r):
+                self.hook(r)
+                continue
+            if app is not None:
+                r = Resource(doc=tracked(r.doc, app), origin=r.origin, source=r.source, app=r.app, extra=r.extra)
             dry_run = False
             if r.kind in WEBHOOK_KINDS:
                 rewritten = rewrite(r.doc) if rewrite else None
@@ -225,12 +262,32 @@ class Syncer:
                     doc, said = rewritten
                     r = Resource(doc=doc, origin=r.origin, source=r.source, app=r.app, extra=r.extra)
                     self.progress(f"  {said}")
-            if self.one(r, server_side=server_side, dry_run=dry_run):
+            if self.one(r, server_side=syncorder.server_side(r, server_side), dry_run=dry_run):
                 if dry_run:
                     dry += 1
                 else:
                     applied += 1
         return applied, dry
+
+
+TRACKING_ANNOTATION = "argocd.argoproj.io/tracking-id"  # argo-cd@v3.5.1:common/common.go AnnotationKeyAppInstance
+
+
+def tracked(doc: dict, app: argocd.Application) -> dict:
+    """``doc`` with the tracking id Argo CD v3 writes on every object of an Application (its
+    default tracking method is the annotation): ``<app>:<group>/<kind>:<namespace>/<name>``, the
+    destination namespace standing in for a cluster-scoped object's (argo-cd@v3.5.1:
+    util/argo/resource_tracking.go BuildAppInstanceValue, UnstructuredToAppInstanceValue;
+    controller/state.go sets it on every target object). Without it Argo CD would not count the
+    object as the Application's, and would sync it again to adopt it."""
+    out = tree_copy(doc)
+    meta = out.setdefault("metadata", {})
+    api_version = str(out.get("apiVersion", ""))
+    group = api_version.rpartition("/")[0] if "/" in api_version else ""
+    namespace = meta.get("namespace") or app.destination.get("namespace") or ""
+    value = f"{app.name}:{group}/{out.get('kind', '')}:{namespace}/{meta.get('name', '')}"
+    meta["annotations"] = {**(meta.get("annotations") or {}), TRACKING_ANNOTATION: value}
+    return out
 
 
 def sync(
@@ -261,31 +318,57 @@ def sync(
         if ar.upstream and namespace:
             s.namespace(namespace)
     s.crds(bootstrap_crds + [doc for docs in upstream.values() for doc in docs])
-    applied, _ = s.objects(render.root, server_side=False, rewrite=rewrite)
+    # the root Application manages the bootstrap's objects: tracked as its first sync leaves them
+    root = next((ar.app for ar in render.apps if ar.self_reference), None)
+    applied, _ = s.objects(render.root, server_side=False, rewrite=rewrite, app=root)
     progress(f"bootstrap (kubectl apply -k clusters/{render.cluster}): {applied} objects applied")
-    for ar in render.apps:
-        head = f"wave {ar.app.wave:>3} {ar.name}"
-        if ar.upstream:
-            namespace = str(ar.app.destination.get("namespace") or "-")
-            ran = upstream_app(ar.name) if upstream_app else None
-            progress(f"{head}: upstream release: {len(upstream[ar.name])} CRDs and namespace {namespace}; "
-                     + (ran or "its controller is not run here"))  # fmt: skip
-            continue
-        if ar.self_reference:
-            continue
-        if before_jobs is not None and any(is_job(r.doc) for r in ar.resources):
-            # once, before the first job: what creates pods is applied only once the admission
-            # that must see them is live (kube-apiserver takes a new webhook configuration or
-            # policy a moment after it is stored; a job's controller may create pods sooner)
-            before_jobs()
-            before_jobs = None
-        options = _sync_options(ar.app)
-        namespace = str(ar.app.destination.get("namespace") or "")
-        if namespace and "CreateNamespace=true" in options:
-            s.namespace(namespace)
-        server_side = "ServerSideApply=true" in options
-        applied, dry = s.objects(ar.resources, server_side=server_side, rewrite=rewrite)
-        how = "server-side" if server_side else "client-side"
-        extra = f", {dry} dry-run only" if dry else ""
-        progress(f"{head}: {applied} objects applied ({how}){extra}")
+    steps = [step for step in syncorder.cluster_steps(render) if step.apps]
+    for i, step in enumerate(steps):
+        for ar in step.apps:
+            before_jobs = _sync_app(s, ar, upstream, rewrite, upstream_app, before_jobs, progress)
+        if i + 1 < len(steps):
+            # Argo CD waits here for the step's Applications to be Healthy; nothing writes their health here
+            progress(f"step {step.phase} wave {step.wave}: applied; the next step starts without waiting for health")
     return s.report
+
+
+def _sync_app(
+    s: Syncer,
+    ar: argocd.AppRender,
+    upstream: dict[str, list[dict]],
+    rewrite: Rewrite | None,
+    upstream_app: Callable[[str], str | None] | None,
+    before_jobs: Callable[[], None] | None,
+    progress: Progress,
+) -> Callable[[], None] | None:
+    """One Application's sync; returns ``before_jobs``, or None once it ran."""
+    head = f"wave {ar.app.wave:>3} {ar.name}"
+    if ar.upstream:
+        namespace = str(ar.app.destination.get("namespace") or "-")
+        hooks = [r for r in ar.resources if syncorder.resource_is_hook(r)]
+        if hooks and ar.name in controllers.BY_APP:  # its controllers' start would apply them as objects
+            for r in hooks:
+                s.hook(r)
+            return before_jobs
+        ran = upstream_app(ar.name) if upstream_app else None
+        progress(f"{head}: upstream release: {len(upstream[ar.name])} CRDs and namespace {namespace}; "
+                 + (ran or "its controller is not run here"))  # fmt: skip
+        return before_jobs
+    if ar.self_reference:
+        return before_jobs
+    if before_jobs is not None and any(is_job(r.doc) for r in ar.resources):
+        # once, before the first job: what creates pods is applied only once the admission
+        # that must see them is live (kube-apiserver takes a new webhook configuration or
+        # policy a moment after it is stored; a job's controller may create pods sooner)
+        before_jobs()
+        before_jobs = None
+    options = _sync_options(ar.app)
+    namespace = str(ar.app.destination.get("namespace") or "")
+    if namespace and "CreateNamespace=true" in options:
+        s.namespace(namespace)
+    server_side = "ServerSideApply=true" in options
+    applied, dry = s.objects(ar.resources, server_side=server_side, rewrite=rewrite, app=ar.app)
+    how = "server-side" if server_side else "client-side"  # the Application's; an object may say otherwise
+    extra = f", {dry} dry-run only" if dry else ""
+    progress(f"{head}: {applied} objects applied ({how}){extra}")
+    return before_jobs

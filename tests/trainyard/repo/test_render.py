@@ -197,8 +197,8 @@ def test_fasttemplate_parameters(fake_repo):
 def test_missingkey_error_and_unsupported_templates(fake_repo):
     with pytest.raises(argocd.ArgoError, match="no entry for key 'basname'"):
         argocd.generate_applications(_appset("{{ .path.basname }}", [{"path": "a/*"}]), fake_repo, directories=["a/b"])
-    with pytest.raises(argocd.ArgoError, match="not supported by the offline emulator"):
-        argocd.generate_applications(_appset("{{ .path.basename | upper }}", [{"path": "a/*"}]), fake_repo, ["a/b"])
+    with pytest.raises(argocd.ArgoError, match="Go template function quote is not emulated by trainyard render"):
+        argocd.generate_applications(_appset("{{ .path.basename | quote }}", [{"path": "a/*"}]), fake_repo, ["a/b"])
     assert gotemplate.render("{{ .x.y }}", {"x": {}}) == "<no value>"
 
 

@@ -19,6 +19,9 @@ the repository's credentials, at render time), absolute paths, paths and symboli
 outside the folder. The one exception is the platform's job bases, :data:`JOB_BASES` (folders under
 ``base/jobs/``), which a job's kustomization takes as a resource.
 
+A file name that is not UTF-8 or holds control characters is refused (it is printed escaped), and so
+is anything but regular files, folders and links: a pipe is never opened.
+
 What is too large is refused before it is read: a file over :data:`MAX_FILE_BYTES`, a folder over
 :data:`MAX_FOLDER_BYTES` or :data:`MAX_ENTRIES` entries. The YAML kustomize reads (kustomizations,
 their resources and patches) is parsed with :mod:`trainyard.repo.model.rawyaml` (linear, bounded) and
@@ -75,10 +78,11 @@ class Scan:
     kustomizations: list[Path] = field(default_factory=list)
 
     def rel(self, path: Path) -> str:
-        """``path`` relative to the repository root, without following a link it may be."""
+        """``path`` relative to the repository root, without following a link it may be; bytes that are
+        not UTF-8 and control characters escaped (the name is printed)."""
         text = os.path.normpath(path)
         root = str(self.repo.root)
-        return os.path.relpath(text, root) if text == root or text.startswith(root + os.sep) else text
+        return printable(os.path.relpath(text, root) if text == root or text.startswith(root + os.sep) else text)
 
     def err(self, path: Path, message: str, line: int = 0) -> None:
         where = self.rel(path) + (f":{line}" if line else "")
@@ -89,6 +93,13 @@ class Scan:
 
     def job_base(self, path: Path) -> bool:
         return any((self.repo.root / b) in path.parents for b in JOB_BASES)
+
+
+def printable(text: str) -> str:
+    """``text`` with what cannot be printed as it is (bytes of a file name that are not UTF-8, control
+    characters) written as escapes."""
+    text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return "".join(c if c.isprintable() or c == " " else ascii(c)[1:-1] for c in text)
 
 
 def scan(repo: Repository, folder: Path) -> list[Problem]:
@@ -135,8 +146,15 @@ def _walk(s: Scan) -> bool:
                 if stat.S_ISLNK(info.st_mode):
                     target = Path(os.path.realpath(path))
                     if not s.inside(target):
+                        # argo-cd@v3.5.1:reposerver/repository/repository.go checkOutOfBoundsSymlinks refuses
+                        # every Application of the repository while one leads out of it
+                        escapes = os.path.isabs(os.readlink(path)) or not (
+                            target == s.repo.root or s.repo.root in target.parents
+                        )
                         s.err(path, f"a symbolic link to {s.rel(target)}, outside the job folder: kustomize would "
-                              "read it; put the file itself in the folder")  # fmt: skip
+                              "read it; put the file itself in the folder" + (
+                                  " (Argo CD renders no Application of the repository while it holds a link that "
+                                  "is absolute or leads out of it)" if escapes else ""))  # fmt: skip
                     continue
                 if stat.S_ISDIR(info.st_mode):
                     pending.append(path)
@@ -162,6 +180,8 @@ def _walk(s: Scan) -> bool:
 
 def _name_rules(s: Scan, path: Path) -> None:
     name = path.name
+    if printable(name) != name:
+        s.err(path, "a file name with bytes that are not UTF-8 or with control characters: rename it")
     if name.endswith("Chart.yaml"):
         s.err(path, "Argo CD renders a folder holding a file whose name ends in Chart.yaml as a Helm chart, which "
               "trainyard does not render: rename or remove it")  # fmt: skip
@@ -180,7 +200,11 @@ def _read(s: Scan, path: Path) -> list[yaml.Node] | None:
     if path in s.docs:
         return s.docs[path]
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            s.err(path, "not a regular file (a folder, pipe, socket or device): kustomize cannot read it as a file")
+            return None  # never opened: a pipe would block
+        if info.st_size > MAX_FILE_BYTES:
             return None  # refused by its size already
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -484,7 +508,7 @@ def locate_patch_failure(repo: Repository, folder: Path) -> list[Problem]:
         if target.is_dir() and s.job_base(target):
             objects += [r.doc for r in kustomize.build(repo, target)]
         elif target.is_file() and s.inside(target):
-            objects += [d for d in (rawyaml.to_python(n) for n in _read(s, target) or []) if isinstance(d, dict)]
+            objects += [d for d in (_python(n) for n in _read(s, target) or []) if isinstance(d, dict)]
         else:
             return []
     out: list[Problem] = []
@@ -504,7 +528,7 @@ def locate_patch_failure(repo: Repository, folder: Path) -> list[Problem]:
             continue
         for obj in chosen:
             for i, node in enumerate(ops.value):
-                op = rawyaml.to_python(node)
+                op = _python(node)
                 try:
                     patched = jsonpatch.JsonPatch([op]).apply(obj)
                 except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, KeyError) as exc:
@@ -517,6 +541,14 @@ def locate_patch_failure(repo: Repository, folder: Path) -> list[Problem]:
                 obj.clear()
                 obj.update(tree_copy(patched))
     return out
+
+
+def _python(node: yaml.Node) -> object:
+    """The node's value; None where it cannot be built (an integer of thousands of digits)."""
+    try:
+        return rawyaml.to_python(node)
+    except (yaml.YAMLError, ValueError, RecursionError, TypeError):
+        return None
 
 
 def _selected(obj: dict, want: dict[str, str | None]) -> bool:

@@ -126,11 +126,29 @@ def remote_parts(repo: Repository, folder: Path) -> Remote:
     return Remote(tuple(urls), tuple(images))
 
 
+class _DocumentLoader(_Loader):  # type: ignore[misc,valid-type]
+    """The fast loader, with dates left as the strings go-yaml v2 (Argo CD's reader, sigs.k8s.io/yaml)
+    makes of them when decoding into interface{} (go.yaml.in/yaml/v2@v2.4.3 decode.go scalar)."""
+
+
+_DocumentLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in _Loader.yaml_implicit_resolvers.items()
+}
+_DocumentLoader.add_constructor("tag:yaml.org,2002:timestamp", _Loader.construct_yaml_str)
+
+
 def load_documents(text: str, where: str) -> list[dict]:
+    """The objects of a YAML stream that kustomize, Helm or an upstream release wrote (a directory
+    source of this repository is read by :mod:`trainyard.repo.upstream.directory` instead): empty
+    documents skipped, anything else that is not a mapping refused; UserError naming ``where``, never
+    another exception, whatever the text."""
     try:
-        docs = list(yaml.load_all(text, Loader=_Loader))
+        docs = list(yaml.load_all(text.removeprefix("\ufeff"), Loader=_DocumentLoader))
     except yaml.YAMLError as exc:
         raise UserError(f"{where}: not valid YAML: {exc}") from None
+    except (RecursionError, ValueError, OverflowError, MemoryError) as exc:  # deep nesting, huge numbers
+        raise UserError(f"{where}: cannot be read as YAML ({type(exc).__name__}: {str(exc)[:200]})") from None
     out = []
     for doc in docs:
         if doc is None:
@@ -245,6 +263,7 @@ def build_folder(path: Path, shown: str, *, strip: tuple[Path, ...] = ()) -> lis
                 [*command(), str(wrapper)],
                 capture_output=True,
                 text=True,
+                errors="replace",  # a file name that is not UTF-8 in kustomize's message
                 timeout=TIMEOUT_S,
                 check=False,
             )

@@ -8,6 +8,7 @@ path). Problems found in it name both: the folder a pull request touched and the
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -165,14 +166,46 @@ def group_of(api_version: str) -> str:
     return api_version.rsplit("/", 1)[0] if "/" in api_version else ""
 
 
+_ATOI = re.compile(r"[+-]?0*([0-9]*)", re.ASCII)
+
+
+def go_atoi(text: object) -> int | None:
+    """Go's strconv.Atoi on a 64-bit platform (Argo CD's images are amd64/arm64): an optional
+    sign, then ASCII digits only (no space, no underscore, no '.'), within int64; None where Atoi
+    returns an error. Linear in the length; never converts more than 19 significant digits."""
+    if not isinstance(text, str) or not text or text in ("+", "-"):
+        return None
+    m = _ATOI.fullmatch(text)
+    if m is None or len(m.group(1)) > 19:
+        return None  # ErrSyntax, ErrRange
+    value = int(m.group(1) or "0")
+    value = -value if text[0] == "-" else value
+    return value if -(1 << 63) <= value < (1 << 63) else None
+
+
+def go_annotations(doc: object) -> dict[str, str]:
+    """metadata.annotations as Go's unstructured.GetAnnotations reads it: a map of strings, and
+    none at all when it is not one (NestedStringMap fails on any value that is not a string)."""
+    value = meta(doc).get("annotations")
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        return {}
+    return value
+
+
+def wave_of(annotations: dict[str, str]) -> int:
+    """argo-cd@v3.5.1:gitops-engine/pkg/sync/syncwaves/waves.go Wave: argocd.argoproj.io/sync-wave
+    when Atoi reads it, else helm.sh/hook-weight when Atoi reads that (for any object, hook or
+    not: hook/helm/weight.go Weight leaves that check to a caller that does not make it), else 0."""
+    for key in ("argocd.argoproj.io/sync-wave", "helm.sh/hook-weight"):
+        value = go_atoi(annotations.get(key))
+        if value is not None:
+            return value
+    return 0
+
+
 def sync_wave(doc: dict) -> int:
-    """The argocd.argoproj.io/sync-wave annotation as Argo CD reads it (default 0)."""
-    value = meta(doc).get("annotations", {}) or {}
-    raw = value.get("argocd.argoproj.io/sync-wave") if isinstance(value, dict) else None
-    try:
-        return int(str(raw).strip()) if raw is not None else 0
-    except ValueError:
-        return 0
+    """The object's sync wave as Argo CD reads it (:func:`wave_of`): " 1", "1.5" and "" are no wave."""
+    return wave_of(go_annotations(doc))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -8,11 +8,11 @@ tooling reads the same file here, so the emulated Argo CD knows which Applicatio
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from trainyard.contract.errors import UserError
+from trainyard.repo.model import giturl
 
 REPO_ENV = Path("base/repo/repo.env")
 CLUSTERS = Path("clusters")
@@ -37,7 +37,8 @@ class Repository:
             return str(path)
 
     def is_this_repo(self, url: object) -> bool:
-        return isinstance(url, str) and normalize_url(url) == normalize_url(self.url)
+        """Whether ``url`` names this repository as Argo CD compares URLs (NormalizeGitURL on both sides)."""
+        return isinstance(url, str) and normalize_url(url) != "" and normalize_url(url) == normalize_url(self.url)
 
     def clusters(self) -> list[str]:
         """Names of the clusters: folders of ``clusters/`` that hold a kustomization."""
@@ -67,11 +68,14 @@ def kustomization_file(folder: Path) -> Path | None:
 
 
 def normalize_url(url: str) -> str:
-    """Compare git URLs the way Argo CD does for practical purposes: case-insensitive host,
-    no trailing slash, no ``.git`` suffix."""
-    u = url.strip().rstrip("/")
-    u = re.sub(r"\.git$", "", u)
-    return u.lower()
+    """A git URL as Argo CD compares it (argo-cd@v3.5.1:util/git/git.go NormalizeGitURL, see
+    :mod:`trainyard.repo.model.giturl`): lower case, one trailing ``.git`` dropped, ``git@host:path`` and
+    ``ssh://git@host/path`` alike; a trailing ``/`` stays. "" for a URL Argo CD cannot parse or whose
+    normalisation trainyard does not emulate (non-ASCII, IPv6 literals)."""
+    try:
+        return giturl.normalize_git_url(url)
+    except giturl.UrlNotEmulated:
+        return ""
 
 
 def find_root(start: str | Path | None = None) -> Path:

@@ -14,14 +14,17 @@ Per cluster, on what the emulated Argo CD renders (:mod:`trainyard.repo.upstream
   and the webhook's image match agree with policies/; NAD configs are sane;
 - Argo CD: every Application has an explicit sync wave; upstream sources are pinned (a tag or a
   commit, never HEAD or a branch); projects allow what their Applications deploy; an API group
-  installed by a CRD provider is used only in a later wave;
+  installed by a CRD provider is used only in a later wave; sync options are ones Argo CD reads,
+  ignoreDifferences pointers and jq expressions valid (:mod:`trainyard.repo.upstream.diffing`), a
+  rule that matches nothing warned of;
 - every image (upstream releases' too, rendered from their pinned modules) pinned by a version tag,
   a commit tag or a digest, a refusal naming the release; the NCCL lint on every env of every
   container;
 - what a cluster installs hangs together (:mod:`trainyard.repo.validate.installs`): kinds served by
   its CRDs, custom resources (Argo CD's, the generated Applications included) valid against their
-  CRD's structural schema with unknown fields refused, as kube-apiserver checks them; CRD providers that say what they install, bindings to roles and ServiceAccounts that
-  exist, webhooks that reach a Service;
+  CRD's structural schema with unknown fields refused, as kube-apiserver checks them; CRD
+  providers that say what they install, bindings to roles and ServiceAccounts that exist, webhooks
+  that reach a Service;
 - the cluster's declared facts (clusters/<cluster>/cluster.yaml: Kubernetes version, admission
   mode, node pools, topology labels) are complete and consistent;
 - TrainJobs: Kubeflow Trainer's admission rules with the job's runtime, the JobSet Trainer builds
@@ -115,6 +118,7 @@ def validate(
         report.problems += [error(path, message) for path, message in files.stale(repo)]
     except UserError as exc:  # a source itself is wrong: reported by the cluster checks too
         report.problems.append(error(files.RUNTIMES.as_posix(), f"cannot check the generated files: {exc}"))
+    stale: list[argo.StaleCandidate] = []  # ignoreDifferences entries, warned of where no cluster uses one
     for cluster in clusters or repo.clusters():
         if only_jobs is not None and cluster not in only_jobs:
             continue
@@ -124,6 +128,7 @@ def validate(
         for r in ctx.resources:
             objects.check_resource(ctx, r)
         argo.check_applications(ctx)
+        stale += argo.check_sync_options(ctx)
         argo.check_waves_and_namespaces(ctx)
         installs.check_installs(ctx)
         fabric.check_fabric(ctx)
@@ -134,6 +139,7 @@ def validate(
             if problem not in report.problems:
                 report.problems.append(problem)
         report.previews[cluster] = ctx.previews
+    report.problems += argo.stale_rules(stale)
     return report
 
 

@@ -4,11 +4,14 @@ Applications deploy, CRD providers and namespaces ordered before their users."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from trainyard.repo.model import declared, schema
-from trainyard.repo.model.rendered import CLUSTER_SCOPED, Resource
-from trainyard.repo.model.repository import normalize_url
-from trainyard.repo.upstream import argocd
+from trainyard.repo.model.giturl import UrlNotEmulated, normalize_git_url
+from trainyard.repo.model.problems import Problem, warning
+from trainyard.repo.model.rendered import CLUSTER_SCOPED, Resource, as_dict
+from trainyard.repo.upstream import argocd, diffing, globmatch
+from trainyard.repo.upstream.globmatch import GlobPanic
 from trainyard.repo.validate import ClusterCheck
 from trainyard.repo.validate.objects import floating
 
@@ -55,29 +58,166 @@ def check_applications(ctx: ClusterCheck) -> None:
 
 
 def check_project(ctx: ClusterCheck, ar: argocd.AppRender, project: Resource) -> None:
-    app, spec = ar.app, project.doc.get("spec") or {}
-    where, obj = app.where(), app.resource.describe()
-    repos = [str(s) for s in spec.get("sourceRepos") or []]
-    # the Application's own sources; what kustomize fetches while building one is not a source
-    urls = [u.repo_url for u in ar.upstream if not u.remote_resource] or [str(app.source.get("repoURL", ""))]
-    for url in urls:
-        if "*" not in repos and not any(_same_repo(url, s) for s in repos):
-            ctx.err(where, f"project {project.name} does not allow the source {url} (spec.sourceRepos)", obj)
-    dest_ns = app.destination.get("namespace")
-    allowed = [d.get("namespace") for d in spec.get("destinations") or [] if isinstance(d, dict)]
-    if dest_ns and not any(a in ("*", dest_ns) for a in allowed):
-        ctx.err(where, f"project {project.name} does not allow destination namespace {dest_ns!r}", obj)
-    for r in ar.resources:
-        if not project_permits(spec, r):
+    """What the application controller checks against the Application's AppProject before it syncs
+    (argo-cd@v3.5.1:util/argo/argo.go ValidatePermissions, controller/sync.go validateSyncPermissions):
+    every source's repoURL (IsSourcePermitted), the destination cluster and namespace
+    (IsDestinationPermitted), and each rendered object: its kind (IsGroupKindNamePermitted) and, for a
+    namespaced kind, its namespace as a destination. Each refusal carries Argo CD's own message."""
+    app, spec = ar.app, as_dict(project.doc.get("spec"))
+    where, obj, name = app.where(), app.resource.describe(), project.name
+    repos, destinations, bad = _project_lists(spec)
+    if bad:
+        ctx.err(project.where(), f"AppProject {name}: {bad}; Argo CD cannot read the project", project.describe())
+        return
+    if spec.get("permitOnlyProjectScopedClusters") is True:
+        ctx.err(where, f"project {name} sets permitOnlyProjectScopedClusters, which trainyard does not emulate "
+                "(it needs the project's cluster secrets)", obj)  # fmt: skip
+        return
+    if "sourceHydrator" in app.spec:
+        ctx.err(where, "spec.sourceHydrator is not emulated by trainyard", obj)
+        return
+    sources = app.spec.get("sources")
+    multiple = isinstance(sources, list) and len(sources) > 0  # ApplicationSpec.HasMultipleSources
+    for source in sources if multiple else [app.source]:
+        source = as_dict(source)
+        condition = _source_condition(source, multiple)
+        if condition:
+            ctx.err(where, condition, obj)
+            return  # ValidatePermissions stops at the first malformed source
+        url = source.get("repoURL") if isinstance(source.get("repoURL"), str) else ""
+        try:
+            permitted = is_source_permitted(repos, url)
+        except (UrlNotEmulated, GlobPanic) as exc:
+            ctx.err(where, f"project {name}: cannot check the source {url!r} against spec.sourceRepos: {exc}", obj)
+            continue
+        if not permitted:
+            ctx.err(where, f"application repo {url} is not permitted in project '{name}' (spec.sourceRepos)", obj)
+    cluster, why = destination_cluster(app.destination)
+    if cluster is None:
+        ctx.err(where, why, obj)
+        return
+    server, cluster_name = cluster
+    namespace = app.destination.get("namespace") if isinstance(app.destination.get("namespace"), str) else ""
+    try:
+        if not is_destination_permitted(destinations, server, cluster_name, namespace):
+            shown = cluster_name if app.destination.get("name") else server
+            ctx.err(where, f"application destination server '{shown}' and namespace '{namespace}' do not match any of "
+                    f"the allowed destinations in project '{name}' (spec.destinations)", obj)  # fmt: skip
+        for r in ar.resources:
             scoped = (r.group, r.kind) in CLUSTER_SCOPED
-            ctx.err(
-                r.where(),
-                f"project {project.name} of Application {app.name} does not allow {r.group or 'core'}/{r.kind} "
-                f"({'cluster' if scoped else 'namespace'}ResourceWhitelist/Blacklist); Argo CD would refuse to sync it",
-                r.describe(),
-            )
-        if r.namespace and not any(a in ("*", r.namespace) for a in allowed):
-            ctx.err(r.where(), f"project {project.name} does not allow namespace {r.namespace!r}", r.describe())
+            if not project_permits(spec, r):
+                ctx.err(
+                    r.where(),
+                    f"project {name} of Application {app.name} does not allow {r.group or 'core'}/{r.kind} "
+                    f"({'cluster' if scoped else 'namespace'}ResourceWhitelist/Blacklist); Argo CD would refuse to "
+                    "sync it",
+                    r.describe(),
+                )
+            elif not scoped and not is_destination_permitted(destinations, server, cluster_name, r.namespace or ""):
+                ctx.err(r.where(), f"namespace {r.namespace or ''} is not permitted in project '{name}' "
+                        "(spec.destinations)", r.describe())  # fmt: skip
+    except GlobPanic as exc:
+        ctx.err(where, f"project {name}: spec.destinations: {exc}", obj)
+
+
+def _project_lists(spec: dict) -> tuple[list[str], list[dict], str]:
+    """spec.sourceRepos and spec.destinations, or what makes the AppProject unreadable."""
+    repos = spec.get("sourceRepos") or []
+    if not isinstance(repos, list) or not all(isinstance(r, str) for r in repos):
+        return [], [], "spec.sourceRepos must be a list of strings"
+    destinations = spec.get("destinations") or []
+    if not isinstance(destinations, list) or not all(
+        isinstance(d, dict) and all(isinstance(d.get(k, ""), str) for k in ("server", "name", "namespace"))
+        for d in destinations
+    ):
+        return [], [], "spec.destinations must be a list of mappings of server, name and namespace strings"
+    return repos, destinations, ""
+
+
+def _source_condition(source: dict, multiple: bool) -> str:
+    """argo-cd@v3.5.1:util/argo/argo.go validateSourcePermissions."""
+    repo, path, chart, ref = (str(source.get(k) or "") for k in ("repoURL", "path", "chart", "ref"))
+    if multiple:
+        if not repo or (not path and not chart and not ref):
+            return "spec.source.repoURL and either source.path, source.chart, or source.ref are required for source"
+    elif not repo or (not path and not chart):
+        return "spec.source.repoURL and either spec.source.path or spec.source.chart are required"
+    if chart and not source.get("targetRevision"):
+        return "spec.source.targetRevision is required if the manifest source is a helm chart"
+    return ""
+
+
+IN_CLUSTER_SERVER = "https://kubernetes.default.svc"  # pkg/apis/application/v1alpha1 KubernetesInternalAPIServerAddr
+IN_CLUSTER_NAME = "in-cluster"  # KubernetesInClusterName
+
+
+def destination_cluster(destination: dict) -> tuple[tuple[str, str] | None, str]:
+    """argo-cd@v3.5.1:util/argo/argo.go GetDestinationCluster: (server, name) of the cluster the
+    destination names, or (None, Argo CD's error). Only the cluster Argo CD runs in is known here (the
+    repository declares no cluster secrets), as util/db/cluster.go describes it without a secret."""
+    name = destination.get("name") if isinstance(destination.get("name"), str) else ""
+    server = destination.get("server") if isinstance(destination.get("server"), str) else ""
+    if name and server:
+        return None, f"application destination can't have both name and server defined: {name} {server}"
+    if server:
+        if server.rstrip("/") == IN_CLUSTER_SERVER:
+            return (IN_CLUSTER_SERVER, IN_CLUSTER_NAME), ""
+        return None, (f"error getting cluster by server {server!r}: trainyard knows only the cluster Argo CD runs in "
+                      f"({IN_CLUSTER_SERVER}); no cluster secret of this repository declares another")  # fmt: skip
+    if name:
+        if name == IN_CLUSTER_NAME:
+            return (IN_CLUSTER_SERVER, IN_CLUSTER_NAME), ""
+        return None, f"error getting cluster by name {name!r}: there are no clusters with this name: {name}"
+    return None, "Destination server missing from app spec"
+
+
+def glob_match(pattern: str, value: str, allow_negation: bool, separators: str = "") -> bool:
+    """argo-cd@v3.5.1:pkg/apis/application/v1alpha1/app_project_types.go globMatch: a pattern starting
+    with '!' (where negation is allowed) matches what the rest does not; "*" matches everything."""
+    if allow_negation and pattern.startswith("!"):
+        return not globmatch.glob_match(pattern[1:], value, separators)
+    if pattern == "*":
+        return True
+    return globmatch.glob_match(pattern, value, separators)
+
+
+def is_source_permitted(source_repos: list[str], repo_url: str) -> bool:
+    """app_project_types.go IsSourcePermitted: both sides normalised (util/git NormalizeGitURL), the
+    entries matched in order as globs with '/' as separator (``*`` stays within a segment, ``**``
+    crosses); a ``!`` entry that matches denies at once, one that does not match permits; otherwise
+    the source is permitted when any entry matched."""
+    normalized_source = normalize_git_url(repo_url)
+    matched_any = False
+    for entry in source_repos:
+        deny = entry.startswith("!")
+        normalized = "!" + normalize_git_url(entry[1:]) if deny else normalize_git_url(entry)
+        matched = glob_match(normalized, normalized_source, True, "/")
+        if matched:
+            matched_any = True
+        elif normalized.startswith("!"):
+            return False
+    return matched_any
+
+
+def is_destination_permitted(destinations: list[dict], server: str, name: str, namespace: str) -> bool:
+    """app_project_types.go isDestinationMatched (IsDestinationPermitted without project-scoped
+    clusters), with its operator precedence: a deny entry on name or server refuses when it does not
+    match (and, for the server, the namespace does), one on the namespace when the server matched."""
+    matched_any = False
+    for item in destinations:
+        item_name, item_server, item_ns = (str(item.get(k) or "") for k in ("name", "server", "namespace"))
+        name_matched = name != "" and glob_match(item_name, name, True)
+        server_matched = server != "" and glob_match(item_server, server, True)
+        namespace_matched = glob_match(item_ns, namespace, True)
+        if (server_matched or name_matched) and namespace_matched:
+            matched_any = True
+        elif (
+            (not name_matched and item_name.startswith("!"))
+            or (not server_matched and item_server.startswith("!") and namespace_matched)
+            or (not namespace_matched and item_ns.startswith("!") and server_matched)
+        ):
+            return False
+    return matched_any
 
 
 def check_waves_and_namespaces(ctx: ClusterCheck) -> None:
@@ -144,6 +284,7 @@ def project_permits(spec: dict, r: Resource) -> bool:
     (everything) or lists it (an empty list allows nothing), and namespaceResourceBlacklist does not;
     a cluster-scoped kind only when clusterResourceWhitelist lists it (by group, kind and name glob)
     and clusterResourceBlacklist does not."""
+    spec = as_dict(spec)
     if (r.group, r.kind) in CLUSTER_SCOPED:
         white, black = spec.get("clusterResourceWhitelist"), spec.get("clusterResourceBlacklist")
         allowed = bool(white) and any(_gk_match(rule, r, named=True) for rule in white)
@@ -151,10 +292,6 @@ def project_permits(spec: dict, r: Resource) -> bool:
     white, black = spec.get("namespaceResourceWhitelist"), spec.get("namespaceResourceBlacklist")
     allowed = white is None or (bool(white) and any(_gk_match(rule, r) for rule in white))
     return allowed and not any(_gk_match(rule, r) for rule in black or [])
-
-
-def _same_repo(a: str, b: str) -> bool:
-    return normalize_url(a) == normalize_url(b)
 
 
 def _gk_match(rule: object, r: Resource, *, named: bool = False) -> bool:
@@ -167,3 +304,99 @@ def _gk_match(rule: object, r: Resource, *, named: bool = False) -> bool:
         return False
     name = rule.get("name")
     return not named or not name or argocd.go_path_match(str(name), r.name)
+
+
+StaleCandidate = tuple[tuple[str, ...], Problem | None]
+
+
+def check_sync_options(ctx: ClusterCheck) -> list[StaleCandidate]:
+    """What Argo CD reads by name or compiles, checked as it would read it (trainyard/repo/upstream/
+    diffing.py): every Application's sync options are options Argo CD knows (it ignores any other
+    string in silence; an object's sync-options annotation is checked with the render, syncorder.py);
+    every ignoreDifferences entry has the shape of a ResourceIgnoreDifferences, valid JSON pointers
+    (Argo CD skips one that names nothing), jq expressions gojq and jq both compile alike (one gojq
+    cannot compile fails the Application's comparison) and no managedFieldsManagers (not emulated);
+    argocd-cm's diff settings parse. Returns, for each ignoreDifferences entry, its key and the
+    warning that it matches no object of its Application (of any Application an ApplicationSet
+    generates), or None where it matches one: :func:`stale_rules` warns of those no checked cluster
+    uses (an Application in a shared base may ignore what only some clusters render)."""
+    generated: dict[str, dict[str, tuple]] = {}  # ApplicationSet -> rule -> (used, rule, where, obj)
+    out: list[StaleCandidate] = []
+    for ar in ctx.render.apps:
+        app = ar.app
+        where, obj = app.where(), app.resource.describe()
+        try:
+            options = diffing.sync_options(app.spec, f"Application {app.name}")
+        except diffing.DiffError as exc:
+            ctx.err(where, str(exc).split(": ", 1)[-1], obj)
+            options = []
+        for i, option in enumerate(options):
+            problem = diffing.sync_option_problem(option)
+            if problem:
+                ctx.err(where, f"spec.syncPolicy.syncOptions[{i}]: {problem}", obj)
+        try:
+            rules = list(diffing.parse_ignore_differences(app.spec.get("ignoreDifferences"), f"Application {app.name}"))
+        except diffing.DiffError as exc:
+            ctx.err(where, str(exc).split(": ", 1)[-1], obj)
+            rules = []
+        for rule in rules:
+            if app.generated_by is None or app.generated_by not in generated:
+                _check_rule(ctx, rule, where, obj)  # an ApplicationSet's template: once
+            if app.generated_by is not None:  # stale only if no Application of the ApplicationSet uses it
+                seen = generated.setdefault(app.generated_by, {})
+                seen[rule.where] = (seen.get(rule.where, (False,))[0] or _rule_used(rule, ar), rule, where, obj)
+            else:
+                stale = warning(where, _stale(rule, f"that Application {app.name} renders"), obj, ctx.cluster)
+                out.append((("Application", app.name, rule.where), None if _rule_used(rule, ar) else stale))
+    for appset, seen in generated.items():
+        for used, rule, where, obj in seen.values():
+            stale = warning(where, _stale(rule, f"that any Application of ApplicationSet {appset} renders"), obj,
+                            ctx.cluster)  # fmt: skip
+            out.append((("ApplicationSet", appset, rule.where), None if used else stale))
+    for r in ctx.resources:
+        if r.kind == "ConfigMap" and r.group == "" and r.name == "argocd-cm":
+            try:
+                overrides = diffing.Overrides.parse(r.doc.get("data") or {})
+            except diffing.DiffError as exc:
+                ctx.err(r.where(), str(exc), r.describe())
+                continue
+            for rule in overrides.rules:
+                _check_rule(ctx, rule, r.where(), r.describe())
+    return out
+
+
+def stale_rules(candidates: Iterable[StaleCandidate]) -> list[Problem]:
+    """The warnings of :func:`check_sync_options` for the rules no checked cluster uses."""
+    by_key: dict[tuple[str, ...], list[Problem | None]] = {}
+    for key, problem in candidates:
+        by_key.setdefault(key, []).append(problem)
+    return [p for problems in by_key.values() if None not in problems for p in problems if p is not None]
+
+
+def _rule_used(rule: diffing.Rule, ar: argocd.AppRender) -> bool:
+    """Whether ``rule`` matches an object ``ar`` renders (True where nothing was rendered: the
+    render's own problem is reported)."""
+    if not ar.resources:
+        return True
+    try:
+        return any(rule.matches(*diffing.identity(r.doc)) for r in ar.resources)
+    except diffing.DiffError:
+        return True  # the pattern itself is reported by _check_rule
+
+
+def _stale(rule: diffing.Rule, whose: str) -> str:
+    named = "/".join(x for x in (rule.group or "core", rule.kind, rule.namespace, rule.name) if x)
+    return f"{rule.where} ({named}) matches no object {whose}: a stale rule?"
+
+
+def _check_rule(ctx: ClusterCheck, rule: diffing.Rule, where: str, obj: str) -> None:
+    if rule.managers:
+        ctx.err(where, diffing.managers_refusal(rule.where), obj)
+    for problem in diffing.glob_problems(rule):
+        ctx.err(where, f"{rule.where}: {problem}", obj)
+    for j, pointer in enumerate(rule.json_pointers):
+        for problem in diffing.pointer_problems(pointer):
+            ctx.err(where, f"{rule.where}.jsonPointers[{j}] {pointer!r}: {problem}", obj)
+    for j, expression in enumerate(rule.jq_paths):
+        for problem in diffing.jq_problems(expression):
+            ctx.err(where, f"{rule.where}.jqPathExpressions[{j}] {expression!r}: {problem}", obj)

@@ -1,0 +1,409 @@
+"""AppProject checks as Argo CD v3.5.1's application controller makes them (trainyard.repo.validate.argo
+check_project, is_source_permitted, is_destination_permitted) and git URLs compared as it compares them
+(trainyard.repo.model.giturl). The tables are ported from the upstream tests named above each."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.trainyard.repo.conftest import edit, errors_of
+from trainyard.repo import validate
+from trainyard.repo.model import giturl, kustomize, repository
+from trainyard.repo.model.rendered import Resource
+from trainyard.repo.upstream import argocd
+from trainyard.repo.validate import argo
+
+# argo-cd@v3.5.1:pkg/apis/application/v1alpha1/types_test.go TestAppProject_IsSourcePermitted
+SOURCE_PERMITTED = [
+    (["*"], "https://github.com/argoproj/test.git", True),
+    (["https://github.com/argoproj/test.git"], "https://github.com/argoproj/test.git", True),
+    (["ssh://git@GITHUB.com:argoproj/test"], "ssh://git@github.com:argoproj/test", True),
+    (["https://github.com/argoproj/*"], "https://github.com/argoproj/argoproj.git", True),
+    (
+        ["https://github.com/test1/test.git", "https://github.com/test2/test.git"],
+        "https://github.com/test2/test.git",
+        True,
+    ),
+    (["https://github.com/argoproj/test1.git"], "https://github.com/argoproj/test2.git", False),
+    (["https://github.com/argoproj/*.git"], "https://github.com/argoproj1/test2.git", False),
+    (["https://github.com/argoproj/foo"], "https://github.com/argoproj/foo1", False),
+    (["https://gitlab.com/group/*"], "https://gitlab.com/group/repo/owner", False),
+    (["https://gitlab.com/group/*/*"], "https://gitlab.com/group/repo/owner", True),
+    (["https://gitlab.com/group/*/*/*"], "https://gitlab.com/group/sub-group/repo/owner", True),
+    (["https://gitlab.com/group/**"], "https://gitlab.com/group/sub-group/repo/owner", True),
+]
+# types_test.go TestAppProject_IsNegatedSourcePermitted
+NEGATED_SOURCE_PERMITTED = [
+    (["!https://github.com/argoproj/test.git"], "https://github.com/argoproj/test.git", False),
+    (["!ssh://git@GITHUB.com:argoproj/test"], "ssh://git@github.com:argoproj/test", False),
+    (["!https://github.com/argoproj/*"], "https://github.com/argoproj/argoproj.git", False),
+    (
+        ["https://github.com/test1/test.git", "!https://github.com/test2/test.git"],
+        "https://github.com/test2/test.git",
+        False,
+    ),
+    (["!https://github.com/argoproj/foo*"], "https://github.com/argoproj/foo1", False),
+    (["!https://gitlab.com/group/*/*"], "https://gitlab.com/group/repo/owner", False),
+    (["!https://gitlab.com/group/*/*/*"], "https://gitlab.com/group/sub-group/repo/owner", False),
+    (["!https://gitlab.com/group/**"], "https://gitlab.com/group/sub-group/repo/owner", False),
+    (["*"], "https://github.com/argoproj/test.git", True),
+    (["https://github.com/argoproj/test1.git", "*"], "https://github.com/argoproj/test2.git", True),
+    (["!https://github.com/argoproj/*.git", "*"], "https://github.com/argoproj1/test2.git", True),
+]
+# What the rules above imply, checked against the upstream function: a deny entry that does not
+# match permits; URL spellings normalise (case, one ".git", git@host:path) but a trailing / does not;
+# {a,b} in an https path is escaped by net/url and no longer an alternative.
+SOURCE_PERMITTED_MORE = [
+    (["!https://github.com/evil/x"], "https://github.com/anything/else", True),
+    ([], "https://github.com/argoproj/test", False),
+    (["https://GitHub.com/ArgoProj/Test.git"], "https://github.com/argoproj/test", True),
+    (["git@github.com:argoproj/test.git"], "ssh://git@github.com/argoproj/test", True),
+    (["https://github.com/argoproj/test"], "https://github.com/argoproj/test/", False),
+    (["https://github.com/argoproj/test.git.git"], "https://github.com/argoproj/test", False),
+    (["https://github.com/argoproj/{test,other}"], "https://github.com/argoproj/test", False),
+    (["https://github.com/{argoproj,other}/*"], "https://github.com/argoproj/test", False),
+    (["registry.k8s.io/kueue/charts"], "registry.k8s.io/kueue/charts", True),
+    (["https://*.example.com/*"], "https://git.example.com/repo", True),
+]
+
+
+@pytest.mark.parametrize(("repos", "url", "want"), SOURCE_PERMITTED + NEGATED_SOURCE_PERMITTED + SOURCE_PERMITTED_MORE)
+def test_is_source_permitted(repos, url, want):
+    assert argo.is_source_permitted(repos, url) is want
+
+
+# types_test.go TestAppProject_IsDestinationPermitted: (project destinations, app destination, permitted)
+K8S = "https://kubernetes.default.svc"
+EKS = "https://eks-cluster-endpoint.ap-southeast-1.eks.amazonaws.com"
+DESTINATION_PERMITTED = [
+    ([{"server": K8S, "namespace": "default"}], {"server": K8S, "namespace": "default"}, True),
+    ([{"server": K8S, "namespace": "default"}], {"server": K8S, "namespace": "kube-system"}, False),
+    ([{"server": "https://my-cluster", "namespace": "default"}], {"server": K8S, "namespace": "default"}, False),
+    ([{"server": K8S, "namespace": "*"}], {"server": K8S, "namespace": "kube-system"}, True),
+    ([{"server": "https://*.default.svc", "namespace": "default"}], {"server": K8S, "namespace": "default"}, True),
+    (
+        [{"server": "https://team1-*", "namespace": "default"}],
+        {"server": "https://test2-dev-cluster", "namespace": "default"},
+        False,
+    ),
+    ([{"server": K8S, "namespace": "test-*"}], {"server": K8S, "namespace": "test-foo"}, True),
+    ([{"server": K8S, "namespace": "test-*"}], {"server": K8S, "namespace": "test"}, False),
+    ([{"server": "*", "namespace": "*"}], {"server": K8S, "namespace": "test"}, True),
+    ([{"server": "", "namespace": "*", "name": "test"}], {"name": "test", "namespace": "test"}, True),
+    ([{"server": "", "namespace": "*", "name": "test2"}], {"name": "test", "namespace": "test"}, False),
+    (
+        [
+            {"name": "host-cluster", "server": K8S, "namespace": "!{kube-system,argocd}"},
+            {"name": "destination-cluster-01", "server": EKS, "namespace": "*"},
+        ],
+        {"server": EKS, "namespace": "kube-system"},
+        True,
+    ),
+]
+# types_test.go TestAppProject_IsNegatedDestinationPermitted
+NEGATED_DESTINATION_PERMITTED = [
+    ([{"server": "!" + K8S, "namespace": "default"}], {"server": K8S, "namespace": "default"}, False),
+    ([{"server": K8S, "namespace": "!default"}], {"server": K8S, "namespace": "kube-system"}, True),
+    ([{"server": "!https://my-cluster", "namespace": "default"}], {"server": K8S, "namespace": "default"}, True),
+    ([{"server": "!" + K8S, "namespace": "*"}], {"server": K8S, "namespace": "kube-system"}, False),
+    ([{"server": "!https://*.default.svc", "namespace": "default"}], {"server": K8S, "namespace": "default"}, False),
+    (
+        [{"server": "!https://team1-*", "namespace": "default"}],
+        {"server": "https://test2-dev-cluster", "namespace": "default"},
+        True,
+    ),
+    ([{"server": K8S, "namespace": "!test-*"}], {"server": K8S, "namespace": "test-foo"}, False),
+    ([{"server": K8S, "namespace": "!test-*"}], {"server": K8S, "namespace": "test"}, True),
+    ([{"server": "", "namespace": "*", "name": "!test"}], {"name": "test", "namespace": "test"}, False),
+    ([{"server": "", "namespace": "*", "name": "!test2"}], {"name": "test", "namespace": "test"}, True),
+    (
+        [{"server": "*", "namespace": "kube-system"}, {"server": "*", "namespace": "!kube-system"}],
+        {"server": K8S, "namespace": "kube-system"},
+        False,
+    ),
+    (
+        [{"server": "*", "namespace": "*"}, {"server": "*", "namespace": "!kube-system"}],
+        {"server": K8S, "namespace": "kube-system"},
+        False,
+    ),
+    (
+        [{"server": K8S, "namespace": "*"}, {"server": "!" + K8S, "namespace": "*"}],
+        {"server": K8S, "namespace": "kube-system"},
+        False,
+    ),
+    (
+        [{"server": "*", "namespace": "*"}, {"server": "!" + K8S, "namespace": "kube-system"}],
+        {"server": K8S, "namespace": "kube-system"},
+        False,
+    ),
+    (
+        [
+            {"server": "*", "namespace": "*"},
+            {"server": "!" + K8S, "namespace": "kube-system"},
+            {"server": "*", "namespace": "!kube-system"},
+        ],
+        {"server": K8S, "namespace": "kube-system"},
+        False,
+    ),
+    (
+        [
+            {"server": "*", "namespace": "*"},
+            {"server": "!" + K8S, "namespace": "kube-system"},
+            {"server": "*", "namespace": "!kube-system"},
+        ],
+        {"server": K8S, "namespace": "default"},
+        True,
+    ),
+    (
+        [
+            {"server": "*", "namespace": "*"},
+            {"server": "!" + K8S, "namespace": "kube-system"},
+            {"server": "*", "namespace": "!kube-system"},
+        ],
+        {"server": "https://test-dev-cluster", "namespace": "kube-system"},
+        False,
+    ),
+    (
+        [{"server": "", "namespace": "*", "name": "test"}, {"server": "", "namespace": "*", "name": "!test"}],
+        {"name": "test", "namespace": "test"},
+        False,
+    ),
+    (
+        [{"server": "*", "namespace": "test"}, {"server": "!https://test-server", "namespace": "other"}],
+        {"server": "https://test-server", "namespace": "test"},
+        True,
+    ),
+    (
+        [{"server": "*", "namespace": "*"}, {"server": "https://test-server", "namespace": "!other"}],
+        {"server": "https://other-test-server", "namespace": "other"},
+        True,
+    ),
+]
+
+
+@pytest.mark.parametrize(("destinations", "dest", "want"), DESTINATION_PERMITTED + NEGATED_DESTINATION_PERMITTED)
+def test_is_destination_permitted(destinations, dest, want):
+    got = argo.is_destination_permitted(destinations, dest.get("server", ""), dest.get("name", ""), dest["namespace"])
+    assert got is want
+
+
+def test_a_namespace_deny_entry_needs_its_server_to_match():
+    """isDestinationMatched's third case requires the server to match: an entry naming only the
+    cluster by name and denying a namespace denies nothing (checked against the upstream function)."""
+    destinations = [{"server": K8S, "namespace": "*"}, {"name": "in-cluster", "namespace": "!ml-training"}]
+    assert argo.is_destination_permitted(destinations, K8S, "in-cluster", "ml-training") is True
+    destinations[1] = {"server": K8S, "namespace": "!ml-training"}
+    assert argo.is_destination_permitted(destinations, K8S, "in-cluster", "ml-training") is False
+
+
+# types_test.go TestGlobMatch
+@pytest.mark.parametrize(
+    ("pattern", "value", "negation", "want"),
+    [
+        ("foo", "foo", False, True),
+        ("foo*", "foobar", False, True),
+        ("foo*", "bar", False, False),
+        ("*", "anything", False, True),
+        ("!foo", "foo", True, False),
+        ("!foo", "bar", True, True),
+        ("!foo", "foo", False, False),
+        ("!foo", "!foo", False, True),
+    ],
+)
+def test_glob_match(pattern, value, negation, want):
+    assert argo.glob_match(pattern, value, negation) is want
+
+
+# argo-cd@v3.5.1:util/git/git_test.go TestSameURL
+SAME_URL = {
+    "git@GITHUB.com:argoproj/test": "git@github.com:argoproj/test.git",
+    "git@GITHUB.com:argoproj/test.git": "git@github.com:argoproj/test.git",
+    "git@GITHUB.com:test": "git@github.com:test.git",
+    "git@GITHUB.com:test.git": "git@github.com:test.git",
+    "https://GITHUB.com/argoproj/test": "https://github.com/argoproj/test.git",
+    "https://GITHUB.com/argoproj/test.git": "https://github.com/argoproj/test.git",
+    "https://github.com/FOO": "https://github.com/foo",
+    "https://github.com/TEST": "https://github.com/TEST.git",
+    "https://github.com/TEST.git": "https://github.com/TEST.git",
+    "https://github.com:4443/TEST": "https://github.com:4443/TEST.git",
+    "https://github.com:4443/TEST.git": "https://github.com:4443/TEST",
+    "ssh://git@GITHUB.com/argoproj/test": "git@github.com:argoproj/test.git",
+    "ssh://git@GITHUB.com/argoproj/test.git": "git@github.com:argoproj/test.git",
+    "ssh://git@GITHUB.com/test.git": "git@github.com:test.git",
+    "ssh://git@github.com/test": "git@github.com:test.git",
+    " https://github.com/argoproj/test ": "https://github.com/argoproj/test.git",
+    "\thttps://github.com/argoproj/test\n": "https://github.com/argoproj/test.git",
+    "https://1234.visualstudio.com/myproj/_git/myrepo": "https://1234.visualstudio.com/myproj/_git/myrepo",
+    "https://dev.azure.com/1234/myproj/_git/myrepo": "https://dev.azure.com/1234/myproj/_git/myrepo",
+}
+
+
+@pytest.mark.parametrize(("left", "right"), list(SAME_URL.items()))
+def test_same_url(left, right):
+    assert giturl.same_url(left, right)
+
+
+# NormalizeGitURL as net/url parses and prints (checked against the upstream function)
+@pytest.mark.parametrize(
+    ("url", "normalized"),
+    [
+        ("https://github.com/Org/Repo.git", "https://github.com/org/repo"),
+        ("git@github.com:org/repo.git", "git@github.com/org/repo"),
+        ("ssh://git@GITHUB.com:argoproj/test", ""),  # "argoproj" is no port: net/url refuses it
+        ("https://github.com/org/repo/", "https://github.com/org/repo/"),
+        ("https://github.com/org/{a,b}", "https://github.com/org/%7Ba,b%7D"),
+        ("https://github.com/org/*", "https://github.com/org/*"),
+        ("https://github.com/a b", "https://github.com/a%20b"),
+        ("https://github.com/%zz", ""),
+        ("https://host:x/a", ""),
+        ("*", "*"),
+        ("registry.k8s.io/kueue/charts", "registry.k8s.io/kueue/charts"),
+        ("a:b/c", "a:b/c"),
+        ("./a:b", "./a:b"),
+        ("https://git hub.com/x", ""),
+    ],
+)
+def test_normalize_git_url(url, normalized):
+    assert giturl.normalize_git_url(url) == normalized
+    assert repository.normalize_url(url) == normalized
+
+
+def test_what_normalisation_does_not_port_is_refused():
+    for url in ("https://gïthub.com/x", "https://[::1]/x"):
+        with pytest.raises(giturl.UrlNotEmulated):
+            giturl.normalize_git_url(url)
+        assert repository.normalize_url(url) == ""
+
+
+def test_is_this_repo_compares_as_argo_cd_does(tmp_path):
+    repo = repository.Repository(root=tmp_path, url="https://github.com/example/trainyard.git", revision="main")
+    assert repo.is_this_repo("https://GitHub.com/example/trainyard")
+    assert repo.is_this_repo("git@github.com:example/trainyard.git") is False  # ssh and https are two repositories
+    assert repo.is_this_repo("https://github.com/example/trainyard/") is False
+    assert repo.is_this_repo(5) is False
+
+
+# ---------------------------------------------------------------------------------------------
+# check_project as ValidatePermissions and validateSyncPermissions run it
+
+
+class _Ctx:
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+
+    def err(self, where: str, message: str, obj: str | None = None) -> None:
+        self.errors.append(message)
+
+
+def _check(project_spec: dict, app_spec: dict, resources: list[dict] = ()) -> list[str]:
+    app_doc = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Application", "metadata": {"name": "a"}, "spec": app_spec}
+    ar = argocd.AppRender(app=argocd.Application(Resource(doc=app_doc, origin="a.yaml")))
+    ar.resources = [Resource(doc=d, origin="r.yaml") for d in resources]
+    project = Resource(doc={"kind": "AppProject", "metadata": {"name": "p"}, "spec": project_spec}, origin="p.yaml")
+    ctx = _Ctx()
+    argo.check_project(ctx, ar, project)  # type: ignore[arg-type]
+    return ctx.errors
+
+
+OPEN = {"sourceRepos": ["*"], "destinations": [{"server": "*", "namespace": "*"}]}
+SOURCE = {"repoURL": "https://github.com/argoproj/argo-cd", "path": "."}
+DEST = {"server": K8S, "namespace": "default"}
+
+
+# argo-cd@v3.5.1:util/argo/argo_test.go TestValidatePermissionsEmptyDestination and TestValidatePermissions
+@pytest.mark.parametrize(
+    ("app_spec", "project_spec", "message"),
+    [
+        ({"source": SOURCE}, OPEN, "Destination server missing from app spec"),
+        ({"source": {"repoURL": ""}, "destination": DEST}, OPEN, "are required"),
+        (
+            {"source": {"repoURL": "http://some/where", "path": "", "chart": ""}, "destination": DEST},
+            OPEN,
+            "are required",
+        ),
+        (
+            {"source": {"repoURL": "http://some/where", "chart": "somechart"}, "destination": DEST},
+            OPEN,
+            "is required if the manifest source is a helm chart",
+        ),
+        (
+            {"source": {"repoURL": "http://some/where", "chart": "c", "targetRevision": "1.4.1"}, "destination": DEST},
+            {"sourceRepos": ["http://some/where/else"], "destinations": [{"server": "*", "namespace": "*"}]},
+            "application repo http://some/where is not permitted in project 'p'",
+        ),
+        (
+            {"source": SOURCE, "destination": {"server": K8S, "namespace": "testns"}},
+            {"sourceRepos": ["*"], "destinations": [{"server": "*", "namespace": "default"}]},
+            "application destination server 'https://kubernetes.default.svc' and namespace 'testns' do not match",
+        ),
+        (
+            {"source": SOURCE, "destination": {"server": "https://127.0.0.1:6443", "namespace": "default"}},
+            OPEN,
+            "error getting cluster by server",
+        ),
+        (
+            {"source": SOURCE, "destination": {"name": "does-not-exist", "namespace": "default"}},
+            OPEN,
+            "there are no clusters with this name: does-not-exist",
+        ),
+        (
+            {"source": SOURCE, "destination": {"name": "in-cluster", "server": K8S}},
+            OPEN,
+            "can't have both name and server",
+        ),
+        (
+            {"sources": [{"repoURL": "https://x/y", "ref": "values"}, {"repoURL": "https://x/z"}], "destination": DEST},
+            OPEN,
+            "either source.path, source.chart, or source.ref are required",
+        ),
+        (
+            {"source": SOURCE, "destination": DEST},
+            {**OPEN, "permitOnlyProjectScopedClusters": True},
+            "permitOnlyProjectScopedClusters",
+        ),
+        ({"source": SOURCE, "destination": DEST}, {"sourceRepos": "*"}, "sourceRepos must be a list of strings"),
+    ],
+)
+def test_check_project_conditions(app_spec, project_spec, message):
+    errors = _check(project_spec, app_spec)
+    assert len(errors) == 1 and message in errors[0], errors
+
+
+def test_check_project_permits_the_in_cluster_by_name_and_checks_each_objects_namespace():
+    project = {
+        "sourceRepos": ["https://github.com/argoproj/*"],
+        "destinations": [{"name": "in-cluster", "namespace": "ok-*"}],
+    }
+    app = {"source": SOURCE, "destination": {"server": K8S + "/", "namespace": "ok-a"}}
+    objects = [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "ok-b"}},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "d", "namespace": "kube-system"}},
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-system"}},
+    ]
+    errors = _check(project, app, objects)
+    assert errors[0] == "namespace kube-system is not permitted in project 'p' (spec.destinations)"
+    assert len(errors) == 2 and "does not allow core/Namespace" in errors[1]  # no clusterResourceWhitelist
+
+
+def test_validate_reports_project_denials_with_argo_cds_words(repo_copy):
+    edit(
+        repo_copy,
+        "base/apps/projects.yaml",
+        "    - https://charts.jetstack.io\n",
+        "    - '!https://charts.jetstack.io'\n",
+    )
+    edit(
+        repo_copy,
+        "base/apps/projects.yaml",
+        "      namespace: ml-training\n",
+        "      namespace: ml-training\n    - server: https://kubernetes.default.svc\n      namespace: '!ml-training'\n",
+    )
+    kustomize.clear_cache()
+    report = validate.validate(repository.load(repo_copy.root))
+    errors = "\n".join(errors_of(report))
+    assert "application repo https://charts.jetstack.io is not permitted in project 'trainyard-platform'" in errors
+    assert (
+        "application destination server 'https://kubernetes.default.svc' and namespace 'ml-training' do not match "
+        "any of the allowed destinations in project 'trainyard-jobs'"
+    ) in errors
+    assert "namespace ml-training is not permitted in project 'trainyard-jobs'" in errors
