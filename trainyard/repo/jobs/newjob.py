@@ -158,7 +158,7 @@ def _resources(req: JobRequest, indent: str) -> str:
     memory = req.memory_gi or max(16, 64 * gpus)
     lines = [f"{indent}limits:"]
     if gpus:
-        lines.append(f"{indent}  nvidia.com/gpu: {gpus}")
+        lines.append(f'{indent}  nvidia.com/gpu: "{gpus}"')  # a quantity is a string (validate/jobs.py says why)
     lines += [f'{indent}  cpu: "{cpu}"', f"{indent}  memory: {memory}Gi"]
     return "\n" + "\n".join(lines)
 

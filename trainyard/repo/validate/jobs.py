@@ -171,6 +171,20 @@ def check_trainjob_spec(ctx: ClusterCheck, r: Resource, expect: str | None, admi
     spec = as_dict(r.doc.get("spec"))
     trainer = as_dict(spec.get("trainer"))
     check_env(ctx, r, "spec.trainer", trainer, expect)
+    for section in ("limits", "requests"):
+        for name, value in as_dict(as_dict(trainer.get("resourcesPerNode")).get(section)).items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                # Trainer's defaulting webhook decodes the TrainJob into its Go types and patches back
+                # what they encode: a resource.Quantity is always a string. Argo CD then sees the live
+                # "1" against git's 1 forever, and its sync fails, spec.trainer being immutable (seen
+                # with Argo CD itself on the local control plane: tests/trainyard/cluster/test_argocd_itself.py)
+                ctx.err(
+                    where,
+                    f"spec.trainer.resourcesPerNode.{section}.{name}: {value!r} is a number; write it as a string "
+                    f'("{value}"): Kubeflow Trainer stores quantities as strings, so Argo CD would find the TrainJob '
+                    "OutOfSync forever and fail to sync it (spec.trainer is immutable)",
+                    obj,
+                )
     if trainer.get("image") is not None:
         check_image(ctx, r, "spec.trainer", trainer)
     for i, patch in enumerate(as_list(spec.get("runtimePatches"))):

@@ -181,7 +181,7 @@ CASES = {
         MNIST, ["the job needs more than ResourceQuota training-quota", "limits.memory 120Gi > 64Gi"],
     ),
     "64 GPUs per node": (
-        lambda r: _replace(r, f"{SMOKE}/job.yaml", "nvidia.com/gpu: 1", "nvidia.com/gpu: 64"),
+        lambda r: _replace(r, f"{SMOKE}/job.yaml", 'nvidia.com/gpu: "1"', 'nvidia.com/gpu: "64"'),
         SMOKE, ["Kueue would never admit it", "nvidia.com/gpu 128 > 2"],
     ),
     # the trainer
@@ -221,3 +221,11 @@ def test_each_hostile_folder_has_a_message_of_its_own():
     """No two cases are recognised by the same words: each attack has its own refusal."""
     keys = [tuple(fragments) for _, _, fragments in CASES.values()]
     assert len(set(keys)) == len(keys)
+
+
+def test_a_trainjob_quantity_written_as_a_number_is_refused(repo_copy):
+    """Trainer's defaulting webhook stores it as a string: Argo CD itself found such a TrainJob
+    OutOfSync for ever (tests/trainyard/cluster/test_argocd_itself.py)."""
+    _replace(repo_copy, f"{SMOKE}/job.yaml", 'nvidia.com/gpu: "1"', "nvidia.com/gpu: 1")
+    errors = errors_of(validate.validate(repo_copy, ["dev"]))
+    assert any("resourcesPerNode.limits.nvidia.com/gpu: 1 is a number" in e and '("1")' in e for e in errors), errors
