@@ -14,7 +14,7 @@ PREVIEWS ?= previews
 .DEFAULT_GOAL := help
 # the install stamps are real targets, never intermediate files to delete
 .PRECIOUS: $(VENV)/.installed-%
-.PHONY: help setup test test-fast demo lint validate bench tools kube promtool clean
+.PHONY: help setup test test-fast demo lint validate bench tools kube promtool redis clean
 
 help:
 	@echo "make demo      the main path end to end on local defaults: a TrainJob through the real"
@@ -27,6 +27,7 @@ help:
 	@echo "make bench     benchmarks (figures, not pass/fail); needs wrk"
 	@echo "make setup     create .venv and install .[dev] (done by the targets above)"
 	@echo "make promtool  install promtool (Debian's prometheus) for the alert rule tests (done by test, test-fast)"
+	@echo "make redis     install Debian's redis-server, which Argo CD needs in the cluster tier (done by test)"
 
 # A second run is a no-op unless pyproject.toml changed.
 $(VENV)/.installed-%: pyproject.toml
@@ -45,8 +46,9 @@ tools: $(call STAMP,$(EXTRAS))
 	@$(BIN)/trainyard cluster build --into $(BIN) kustomize helm
 
 # the cluster tier's Kubernetes (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-# kubectl) from kube/go.mod and the upstream controllers (Kueue, JobSet, Trainer, training-operator)
-# from kube/controllers/go.mod, built on first use with progress shown, then cached (~/.cache/trainyard)
+# kubectl) from kube/go.mod, the upstream controllers (Kueue, JobSet, Trainer, training-operator)
+# from kube/controllers/go.mod and Argo CD from kube/argocd/go.mod (its Go 1.27 toolchain fetched from
+# the module proxy), built on first use with progress shown, then cached (~/.cache/trainyard)
 kube: $(call STAMP,$(EXTRAS))
 	@$(BIN)/trainyard cluster build >/dev/null
 
@@ -63,7 +65,19 @@ promtool:
 	  echo "promtool or prometheus is missing: install Debian's prometheus package (apt-get install prometheus)"; exit 2; \
 	fi
 
-test: $(call STAMP,dev) tools kube promtool
+# Redis for Argo CD's application controller and repo-server in the cluster tier
+# (tests/trainyard/cluster/test_argocd_itself.py): Debian's redis-server, installed as promtool is.
+REDIS_APT := apt-get install -y --no-install-recommends redis-server
+redis:
+	@command -v redis-server >/dev/null 2>&1 && exit 0; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "redis-server is missing: $(REDIS_APT)"; \
+	  $(REDIS_APT) || { echo "apt-get update, then again"; apt-get update && $(REDIS_APT); }; \
+	else \
+	  echo "redis-server is missing: install Debian's redis-server package (apt-get install redis-server)"; exit 2; \
+	fi
+
+test: $(call STAMP,dev) tools kube promtool redis
 	$(BIN)/python -m pytest -q
 
 # The inner loop: every test but the slow tiers (pytest markers, listed in pyproject.toml), spread

@@ -59,8 +59,9 @@ def register(add_parser: AddParser) -> None:
         help="build the pinned Kubernetes components (done on first use by the other commands)",
         description="Build kube (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl) and "
         "kustomize from kube/go.mod and the controllers (kueue, jobset, trainer-controller-manager, "
-        "training-operator.v1) from kube/controllers/go.mod, cached by content; with --into, link the named "
-        "ones into a folder.",
+        "training-operator.v1) from kube/controllers/go.mod and Argo CD (argocd-application-controller, "
+        "argocd-repo-server, argocd-applicationset-controller) from kube/argocd/go.mod, cached by content; with "
+        "--into, link the named ones into a folder.",
     )
     b.add_argument("names", nargs="*", help="components to link with --into (default: kustomize kubectl)")
     b.add_argument("--into", type=Path, help="folder to put links in (make uses .venv/bin)")

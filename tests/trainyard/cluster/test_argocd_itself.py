@@ -1,0 +1,160 @@
+"""Argo CD itself judges the local sync: the dev cluster is synced by trainyard's emulation, then
+Argo CD's own application controller, repo-server and ApplicationSet controller (v3.6.1, built
+from kube/argocd/go.mod) read the same repository from a git repository on disk and compare.
+
+For every Application whose source is this repository, Argo CD must find exactly the objects the
+emulation applied, each Synced: the same render, the same normalisation and tracking, and
+ignoreDifferences that cover what Kueue and Trainer write on a TrainJob. The Applications its
+ApplicationSet controller generates must be the emulation's, field for field. Upstream sources
+(GitHub tags, chart registries) cannot be fetched here, so those Applications are left out.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from tests.trainyard.cluster.conftest import REPO_ROOT
+from tests.trainyard.repo.conftest import COPIED
+from trainyard.cluster import argocd as argocd_itself
+from trainyard.cluster import controlplane
+from trainyard.cluster.up import render_for, up
+from trainyard.repo.model import repository
+from trainyard.repo.upstream import health
+
+pytestmark = pytest.mark.cluster
+
+CLUSTER = "dev"
+TIMEOUT = 240.0
+# What the local control plane changes on purpose: the fabric webhook's configuration points at the
+# webhook process on loopback instead of its Service (trainyard/cluster/webhook.py)
+REWRITTEN = {("admissionregistration.k8s.io", "MutatingWebhookConfiguration", "", "trainyard-fabric")}
+
+
+def _tracked(resource: dict) -> tuple[str, str, str, str]:
+    return (resource.get("group", ""), resource["kind"], resource.get("namespace", ""), resource["name"])
+
+
+@pytest.fixture(scope="module")
+def synced(tmp_path_factory: pytest.TempPathFactory):
+    base = tmp_path_factory.mktemp("argocd-itself")
+    source = base / "repository"
+    for name in COPIED:
+        shutil.copytree(REPO_ROOT / name, source / name)
+    argocd_itself.git_repository(source, base / "repository.git")
+    repo = repository.load(source)
+    started = up(repo, CLUSTER, base / "cluster", progress=lambda _: None)
+    try:
+        argocd_itself.start(started, REPO_ROOT / ".venv" / "bin", progress=lambda _: None)
+        yield repo, started, render_for(repo, CLUSTER)
+    finally:
+        controlplane.down(started.folder)
+
+
+def _applications(started) -> dict[str, dict]:
+    with started.client() as kube:
+        listed = kube.get("/apis/argoproj.io/v1alpha1/namespaces/argocd/applications")
+    return {a["metadata"]["name"]: a for a in listed["items"]}
+
+
+def _compared(app: dict, revision: str) -> bool:
+    status = app.get("status") or {}
+    return (status.get("sync") or {}).get("revision") == revision and bool(status.get("reconciledAt"))
+
+
+def test_argo_cd_finds_every_application_of_this_repository_synced(synced):
+    repo, started, render = synced
+    revision = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=repo.root, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    ours = {ar.name: ar for ar in render.apps if not ar.upstream}
+    assert any(ar.app.generated_by for ar in ours.values()), "the dev cluster has job Applications"
+    deadline = time.monotonic() + TIMEOUT
+    while True:  # until Argo CD has compared each of them at the repository's commit
+        live = _applications(started)
+        pending = sorted(n for n in ours if n not in live or not _compared(live[n], revision))
+        if not pending or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    assert not pending, f"Argo CD did not compare {pending} within {TIMEOUT:g} s: " + "; ".join(
+        str((live.get(n, {}).get("status") or {}).get("conditions")) for n in pending
+    )
+    problems = []
+    for name, ar in sorted(ours.items()):
+        status = live[name]["status"]
+        argo = {_tracked(r): r for r in status.get("resources") or []}
+        applied = {(r.group, r.kind, r.namespace or "", r.name) for r in ar.resources}
+        if ar.self_reference:
+            applied = {(r.group, r.kind, r.namespace or "", r.name) for r in render.root}
+        if set(argo) != applied:
+            problems.append(
+                f"{name}: Argo CD manages {sorted(set(argo) - applied)} beyond the emulation's objects and lacks "
+                f"{sorted(applied - set(argo))}"
+            )
+        for key, r in sorted(argo.items()):
+            if key in REWRITTEN:
+                continue
+            if r.get("status") != "Synced":
+                problems.append(f"{name}: {'/'.join(key)} is {r.get('status')} for Argo CD")
+        for c in status.get("conditions") or []:
+            problems.append(f"{name}: {c.get('type')}: {c.get('message')}")
+        if (
+            status.get("operationState") and not set(argo) & REWRITTEN
+        ):  # it had to sync what the emulation left different
+            op = status["operationState"]
+            problems.append(f"{name}: Argo CD ran a sync ({op.get('phase')}: {op.get('message')})")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_applicationset_controller_generates_the_emulations_applications(synced):
+    _, started, render = synced
+    live = _applications(started)
+    generated = [ar.app.resource for ar in render.apps if ar.app.generated_by]
+    assert generated
+    for r in generated:
+        got = live.get(r.name)
+        assert got is not None, f"Argo CD's ApplicationSet controller did not create {r.name}"
+        meta = got["metadata"]
+        for key in ("labels", "annotations", "finalizers"):
+            want = r.doc["metadata"].get(key) or ({} if key != "finalizers" else [])
+            have = meta.get(key) or ({} if key != "finalizers" else [])
+            if key == "annotations":  # Argo CD's own bookkeeping
+                have = {k: v for k, v in have.items() if not k.startswith("kubectl.kubernetes.io/")}
+            assert have == want, f"{r.name} metadata.{key}: Argo CD {have}, emulation {want}"
+        assert got["spec"] == r.doc["spec"], f"{r.name}: spec differs"
+        owners = [(o["kind"], o["name"]) for o in meta.get("ownerReferences") or []]
+        assert owners == [("ApplicationSet", r.extra["generated_by"])]
+
+
+# gitops-engine pkg/health/health.go healthOrder: an Application is as healthy as its worst object
+HEALTH_ORDER = ["Healthy", "Suspended", "Progressing", "Missing", "Degraded", "Unknown"]
+
+
+def test_argo_cd_runs_the_repositorys_health_checks_as_the_emulation_does(synced):
+    """Argo CD runs base/argocd's Lua (argocd-cm, synced by the emulation) on the live jobs in its
+    gopher-lua; trainyard runs the same scripts in Lua 5.1 (trainyard/repo/upstream/health.py). On
+    the same live objects, each job Application's health (its worst object's, as Argo CD v3 keeps
+    only the Application's in its status) is the same."""
+    _, started, render = synced
+    jobs = {ar.name: ar for ar in render.apps if ar.app.generated_by}
+    with started.client() as kube:
+        cm = kube.get("/api/v1/namespaces/argocd/configmaps/argocd-cm")["data"]
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            live = _applications(started)
+            pending, compared = [], []
+            for name, ar in sorted(jobs.items()):
+                ours = [health.health(cm, kube.get(kube.path(r.doc))) for r in ar.resources]
+                statuses = [h["status"] for h in ours if h is not None]
+                assert statuses, f"{name}: no object with a health check of base/argocd"
+                worst = max(statuses, key=HEALTH_ORDER.index)
+                theirs = ((live.get(name, {}).get("status") or {}).get("health") or {}).get("status")
+                (compared if theirs == worst else pending).append(f"{name}: Argo CD {theirs}, trainyard {worst}")
+            if not pending or time.monotonic() > deadline:
+                break
+            time.sleep(3)  # a job's status moves on while it is compared; Argo CD assesses it again
+    assert not pending, "\n".join(pending)
+    assert len(compared) == len(jobs) >= 2

@@ -1,0 +1,207 @@
+"""Argo CD itself on a local control plane: its application controller, repo-server and
+ApplicationSet controller (built from kube/argocd/go.mod), Redis from Debian's package, and the
+repository served to them from a git repository on disk.
+
+They run as Argo CD's own development setup runs them outside a cluster (argo-cd@v3.6.1:Procfile):
+``ARGOCD_FAKE_IN_CLUSTER=true`` with ``KUBECONFIG`` makes ``https://kubernetes.default.svc`` the
+local API server; the repo-server listens in plain text on loopback; GnuPG is off. The repo-server
+runs the kustomize and Helm of ``.venv/bin`` (the repository's pins) and Argo CD's git wrapper
+scripts from its module. The processes join the cluster's state, so ``trainyard cluster down``
+stops them too.
+
+Argo CD's repo-server fetches every source by its URL. Here only a repository on disk can be
+reached: a local copy of this repository whose ``base/repo/repo.env`` names that copy
+(:func:`git_repository`). Upstream sources (GitHub tags, chart registries) cannot be fetched, so
+their Applications report a ComparisonError.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from trainyard.cluster import components, controlplane
+from trainyard.cluster.controlplane import Started
+from trainyard.cluster.processes import Daemon, free_port, spawn
+from trainyard.contract.errors import UserError
+from trainyard.repo.model import gomodules
+from trainyard.repo.model.repository import REPO_ENV
+
+Progress = Callable[[str], None]
+NAMESPACE = "argocd"
+ARGO_MODULE = "github.com/argoproj/argo-cd/v3"
+# the scripts the repo-server runs around git (argo-cd@v3.6.1:hack/, installed by its Dockerfile)
+GIT_SCRIPTS = ("git-verify-wrapper.sh", "git-ask-pass.sh")
+
+
+@dataclass
+class Running:
+    redis: Daemon
+    repo_server: Daemon
+    controller: Daemon
+    applicationset: Daemon
+
+
+def git_repository(source: Path, into: Path) -> str:
+    """Commit ``source`` (a copy of this repository's folders) as branch ``main`` of a bare git
+    repository at ``into``, with ``base/repo/repo.env`` naming it: the file:// URL Argo CD reads."""
+    url = f"file://{into.resolve()}"
+    env_file = source / REPO_ENV
+    text = env_file.read_text(encoding="utf-8")
+    lines = [f"repoURL={url}" if line.startswith("repoURL=") else line for line in text.splitlines()]
+    env_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    git = ["git", "-c", "user.name=trainyard", "-c", "user.email=trainyard@localhost", "-c", "init.defaultBranch=main"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "the repository, as Argo CD reads it"]):
+        subprocess.run([*git, *args], cwd=source, check=True, capture_output=True)
+    shutil.rmtree(into, ignore_errors=True)
+    subprocess.run(["git", "clone", "-q", "--bare", str(source), str(into)], check=True, capture_output=True)
+    return url
+
+
+def _require(command: str, package: str) -> str:
+    found = shutil.which(command)
+    if not found:
+        raise UserError(f"{command} is missing: install Debian's {package} package (apt-get install {package})")
+    return found
+
+
+def _ready(port: int, path: str = "/metrics") -> Callable[[], bool]:
+    return lambda: httpx.get(f"http://127.0.0.1:{port}{path}", timeout=2).status_code == 200
+
+
+def _secret(started: Started) -> None:
+    """argocd-secret, which Argo CD's install creates and its settings read (the key only signs the
+    API server's sessions, which do not run here)."""
+    import secrets
+
+    with started.client() as kube:
+        kube.create_if_absent(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "argocd-secret", "namespace": NAMESPACE},
+                "stringData": {"server.secretkey": secrets.token_hex(16)},
+            }
+        )
+
+
+def start(started: Started, tools: Path, *, progress: Progress = print) -> Running:
+    """Start Redis and Argo CD's three components against ``started``; ``tools`` holds kustomize
+    and helm (``.venv/bin``)."""
+    redis = _require("redis-server", "redis-server")
+    git = _require("git", "git")
+    folder = components.build("argocd", progress=progress)  # one binary, a link per component name
+    version = components._required(components.TARGETS["argocd"].module, ARGO_MODULE)
+    hack = gomodules.cache_dir(gomodules.go_binary()) / f"{gomodules.escape(ARGO_MODULE)}@{version}" / "hack"
+    home = started.folder / "argocd"
+    for sub in ("bin", "tmp", "gpg/keys", "gpg/source", "tls", "ssh"):
+        (home / sub).mkdir(parents=True, exist_ok=True)
+    for script in GIT_SCRIPTS:
+        target = home / "bin" / script
+        shutil.copyfile(hack / script, target)
+        target.chmod(0o755)
+    env = dict(
+        os.environ,
+        KUBECONFIG=str(started.paths.kubeconfig),
+        PATH=os.pathsep.join([str(home / "bin"), str(tools), str(Path(git).parent), os.environ.get("PATH", "")]),
+        TMPDIR=str(home / "tmp"),  # the repo-server's clones
+        ARGOCD_FAKE_IN_CLUSTER="true",
+        ARGOCD_GPG_ENABLED="false",
+        ARGOCD_GNUPGHOME=str(home / "gpg/keys"),
+        ARGOCD_GPG_DATA_PATH=str(home / "gpg/source"),
+        ARGOCD_TLS_DATA_PATH=str(home / "tls"),
+        ARGOCD_SSH_DATA_PATH=str(home / "ssh"),
+    )
+    logs = started.paths.logs
+    state = started.state
+    ports = {name: free_port() for name in ("redis", "repo", "repo-metrics", "controller", "set", "set-probe", "hook")}
+
+    def launch(name: str, argv: list[str], own: tuple[int, ...], ready: Callable[[], bool], what: str) -> Daemon:
+        daemon = spawn(name, argv, logs / f"{name}.log", ports=own, env=env if name != "redis" else None)
+        state.daemons.append(daemon)
+        state.save(started.folder)
+        controlplane.wait_ready(daemon, ready, what, timeout=120)
+        return daemon
+
+    def answers() -> bool:
+        return subprocess.run(["redis-cli", "-p", str(ports["redis"]), "ping"], capture_output=True).returncode == 0
+
+    redis_addr = f"127.0.0.1:{ports['redis']}"
+    repo_addr = f"127.0.0.1:{ports['repo']}"
+    _secret(started)
+    r = launch(
+        "redis",
+        [redis, "--port", str(ports["redis"]), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        (ports["redis"],),
+        answers if shutil.which("redis-cli") else lambda: True,
+        "Redis answering",
+    )
+    repo = launch(
+        "argocd-repo-server",
+        [
+            str(folder / "argocd-repo-server"),
+            "--port",
+            str(ports["repo"]),
+            "--metrics-port",
+            str(ports["repo-metrics"]),
+            "--disable-tls",
+            "--client-ca-path=",
+            "--redis",
+            redis_addr,
+            "--loglevel",
+            "info",
+        ],
+        (ports["repo"], ports["repo-metrics"]),
+        _ready(ports["repo-metrics"]),
+        "the repo-server's metrics",
+    )
+    controller = launch(
+        "argocd-application-controller",
+        [
+            str(folder / "argocd-application-controller"),
+            "--namespace",
+            NAMESPACE,
+            "--repo-server",
+            repo_addr,
+            "--repo-server-plaintext",
+            "--redis",
+            redis_addr,
+            "--metrics-port",
+            str(ports["controller"]),
+            "--loglevel",
+            "info",
+        ],
+        (ports["controller"],),
+        _ready(ports["controller"]),
+        "the application controller's metrics",
+    )
+    appset = launch(
+        "argocd-applicationset-controller",
+        [
+            str(folder / "argocd-applicationset-controller"),
+            "--namespace",
+            NAMESPACE,
+            "--argocd-repo-server",
+            repo_addr,
+            "--repo-server-plaintext",
+            "--metrics-addr",
+            f"127.0.0.1:{ports['set']}",
+            "--probe-addr",
+            f"127.0.0.1:{ports['set-probe']}",
+            "--webhook-addr",
+            f"127.0.0.1:{ports['hook']}",
+            "--loglevel",
+            "info",
+        ],
+        (ports["set"], ports["set-probe"], ports["hook"]),
+        _ready(ports["set"]),
+        "the ApplicationSet controller's metrics",
+    )
+    progress(f"Argo CD {version}: repo-server, application controller and ApplicationSet controller running")
+    return Running(r, repo, controller, appset)
