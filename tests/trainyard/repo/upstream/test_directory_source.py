@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from trainyard.contract.errors import UserError
@@ -805,6 +805,7 @@ def test_any_text_reads_as_objects_or_a_directory_error(tmp_path_factory, parts,
     st.sampled_from(["", "*", "**/*.yaml", "{a,b}*", "[", "a{"]),
     st.booleans(),
 )
+@example(entries=[("b", "", "file"), ("b/c", ".yaml", "file")], include="", recurse=False)  # a file where a folder goes
 def test_any_folder_lists_files_or_a_directory_error(tmp_path_factory, entries, include, recurse):
     root = tmp_path_factory.mktemp("repo")
     app = root / "app"
@@ -814,6 +815,8 @@ def test_any_folder_lists_files_or_a_directory_error(tmp_path_factory, entries, 
         path = app / (stem + suffix)
         if path.exists() or path.is_symlink():
             continue
+        if any(p.exists() and not p.is_dir() for p in path.parents):
+            continue  # a file (or link) already holds that name: no folder can go there
         path.parent.mkdir(parents=True, exist_ok=True)
         if what == "file":
             path.write_text("kind: A\n")
