@@ -240,3 +240,68 @@ def cel_pattern(repositories: list[str]) -> str:
 def cel_matches(variable: str, repositories: list[str]) -> str:
     """The CEL fragment ``<variable>.matches('<pattern>')`` for base/webhook."""
     return f"{variable}.matches('{cel_pattern(repositories)}')"
+
+
+# --- the one image-tag rule: does this reference name one build? -----------------------------------
+# A digest names one build. A tag names whatever was pushed under it last; a release tag is pushed
+# once by convention, a branch-like tag on every build. The rule refuses only the tags that are
+# certainly moving, so every real release spelling passes (v7.0, 25.01-py3, pytorch2.5.1,
+# py311-cuda121-torch241): a tag is moving when it is missing (the runtime pulls ``latest``), a
+# bare major line (``1``, ``v2``: each minor release moves it), a release branch
+# (``release-0.19``), or one of its words (split at ``.``, ``-``, ``_``, any case) is a moving name,
+# unless it also carries a commit (7 to 40 hexadecimal digits with a digit and a letter) or a date
+# (``main-93c5489``, ``nightly-20261201`` name one build).
+MOVING_WORDS = frozenset(
+    [
+        "latest",
+        "stable",
+        "edge",
+        "nightly",
+        "main",
+        "master",
+        "dev",
+        "develop",
+        "development",
+        "head",
+        "trunk",
+        "snapshot",
+        "canary",
+        "unstable",
+        "testing",
+        "rolling",
+        "current",
+        "next",
+    ]
+)
+_WORD_SPLIT = re.compile(r"[._-]")
+_MAJOR_LINE = re.compile(r"^[vV]?[0-9]+$")
+_RELEASE_BRANCH = re.compile(r"^(?:release|rel|branch)[-_][vV]?[0-9]+(?:[.][0-9]+)?$", re.IGNORECASE)
+_COMMIT = re.compile(r"^(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}$")
+_DATE = re.compile(r"^20[0-9]{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12][0-9]|3[01])(?:[0-9]{2,6})?$")
+
+
+def floating(image: object) -> str | None:
+    """Why ``image`` may change under the same reference, or None when it names one build (a digest,
+    or a fixed release tag). The message completes "image X ..."."""
+    ref = parse_image(image)
+    if ref is None:
+        return "is not a valid image reference"
+    if ref.digest is not None:
+        return None
+    tag = ref.tag
+    if tag is None:
+        return "has no tag, so the runtime pulls latest, which moves with every push"
+    words = _WORD_SPLIT.split(tag)
+    if any(_COMMIT.match(w) or _DATE.match(w) for w in words):
+        return None
+    if _MAJOR_LINE.match(tag):
+        return f"uses the tag {tag}, a major-version line that every release of that line moves"
+    if _RELEASE_BRANCH.match(tag):
+        return f"uses the tag {tag}, a release branch that every build of that branch moves"
+    moving = next((w for w in words if w.lower() in MOVING_WORDS), None)
+    if moving is not None:
+        return f"uses the tag {tag}, a branch-like tag ({moving}) that moves when it is pushed again"
+    return None
+
+
+FLOATING_FIX = "pin a release tag (such as v1.2.3) or a digest (@sha256:...) so every node runs the same image"

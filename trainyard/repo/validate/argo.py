@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from trainyard.contract.images import floating
 from trainyard.repo.model import declared, schema
 from trainyard.repo.model.giturl import UrlNotEmulated, normalize_git_url
 from trainyard.repo.model.problems import Problem, warning
@@ -13,7 +14,6 @@ from trainyard.repo.model.rendered import CLUSTER_SCOPED, Resource, as_dict
 from trainyard.repo.upstream import argocd, diffing, globmatch
 from trainyard.repo.upstream.globmatch import GlobPanic
 from trainyard.repo.validate import ClusterCheck
-from trainyard.repo.validate.objects import floating
 
 ARGO_GROUP = "argoproj.io"
 PROVIDES_ANNOTATION = "trainyard.dev/provides"
@@ -42,7 +42,7 @@ def check_applications(ctx: ClusterCheck) -> None:
                     obj,
                 )
             for image in up.images:
-                why = floating(image)  # the rule every rendered image meets (objects.py)
+                why = floating(image)  # the rule every rendered image meets
                 if why:
                     ctx.err(
                         where,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from trainyard.contract.images import parse_image
+from trainyard.contract.images import FLOATING_FIX, floating
 from trainyard.contract.k8s import (
     ANNOTATIONS_MAX_BYTES,
     annotations_size,
@@ -64,27 +64,6 @@ def check_resource(ctx: ClusterCheck, r: Resource) -> None:
                 check_env(ctx, r, f"{path}.{cpath}".lstrip("."), c)
 
 
-# A tag that names one build: a whole version (v1.2.3 or 1.2.3, with a suffix such as -thick or
-# -rc.1) or a commit (v1-93c5489, sha-<hex>). Anything else (latest, a branch such as main or
-# release-0.19, snapshot-thick, a minor line such as 3.11) is pushed again and moves.
-_VERSION_TAG = re.compile(r"^v?\d+\.\d+\.\d+([-+._][0-9A-Za-z._-]*)?$")
-_COMMIT_TAG = re.compile(r"(^|[-_.])(sha-)?[0-9a-f]{7,40}$")
-
-
-def floating(image: str) -> str | None:
-    """Why ``image`` may change under the same reference (None when a version, commit or digest pins it)."""
-    ref = parse_image(image)
-    if ref is None:
-        return "is not a valid image reference"
-    if ref.digest is not None:
-        return None
-    if ref.tag is None:
-        return "has no tag (it means latest)"
-    if _VERSION_TAG.match(ref.tag) or _COMMIT_TAG.search(ref.tag):
-        return None
-    return f"uses the tag {ref.tag}, which is not a version or a commit and moves when it is pushed again"
-
-
 # a controller told which image to start for others (cert-manager's --acme-http01-solver-image=)
 _IMAGE_FLAG = re.compile(r"^--[a-z0-9-]*image=(.+)$")
 
@@ -105,7 +84,7 @@ def _check_reference(ctx: ClusterCheck, r: Resource, path: str, image: str) -> N
         return
     release = releases.of_origin(r.origin) if r.extra.get("upstream") else None
     came = f" (upstream: {release.name} {release.version}, Application {r.app})" if release else ""
-    fix = "pin a version tag or a digest so every node runs the same image"
+    fix = FLOATING_FIX
     if release:
         fix += " (a kustomization's images: or the Application's Helm values)"
     ctx.err(r.where(), f"{path} {image!r} {why}{came}: {fix}", r.describe())
