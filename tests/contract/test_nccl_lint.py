@@ -157,3 +157,74 @@ def test_the_repository_profiles_are_clean_for_the_image():
             continue
         env = {e["name"]: e.get("value") for e in doc["spec"]["env"]}
         assert lint_env(env, doc["spec"]["transport"]) == [], path.name
+
+
+# --- misspelt variables: NCCL ignores them, so the lint names the one that was meant ----------------
+
+
+@pytest.mark.parametrize(
+    ("name", "meant"),
+    [
+        ("NCCL_SOCKET_IFNMAE", "NCCL_SOCKET_IFNAME"),  # two neighbours swapped
+        ("NCCL_SOCKET_IFNAM", "NCCL_SOCKET_IFNAME"),
+        ("nccl_socket_ifname", "NCCL_SOCKET_IFNAME"),  # NCCL reads upper case only
+        ("NCCL_IB_HCAS", "NCCL_IB_HCA"),
+        ("NCCL_IB_DISABLED", "NCCL_IB_DISABLE"),
+        ("NCCL_DEBG", "NCCL_DEBUG"),
+        ("NCCL_IB_GID_IDX", "NCCL_IB_GID_INDEX"),
+        ("NCCL_P2P_DISBLE", "NCCL_P2P_DISABLE"),
+        ("Nccl_Net_Gdr_Level", "NCCL_NET_GDR_LEVEL"),
+    ],
+)
+def test_a_misspelt_variable_names_the_likely_one(name, meant):
+    (finding,) = lint_env({name: "1"})
+    assert finding.severity == "error" and finding.name == name
+    assert f"did you mean {meant}?" in finding.message and "does nothing" in finding.message
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "NCCL_DEBUG",  # read by NCCL
+        "NCCL_NET_GDR_READ",
+        "NCCL_PLUGIN_P2P",  # read by the HPC-X plugin the lint knows
+        "NCCL_FOO_BAR",  # close to nothing: not ours to guess
+        "NCCL_",
+        "NCCL",
+        "MY_NCCL_SOCKET_IFNAME",  # not an NCCL_ name
+        "TORCH_NCCL_BLOCKING_WAIT",
+        "NCCL_SOCKET_IFNAME" * 10,  # too long to be any NCCL variable
+    ],
+)
+def test_names_nccl_reads_or_that_are_close_to_nothing_pass(name):
+    assert not [f for f in lint_env({name: "x"}) if "did you mean" in f.message]
+
+
+def test_a_look_alike_character_is_named_as_a_misspelling():
+    (finding,) = lint_env({"NCCL_\u0130B_HCA": "mlx5"})  # a capital I with a dot: no variable NCCL reads
+    assert "did you mean NCCL_IB_HCA?" in finding.message
+
+
+def test_another_nccl_release_makes_a_misspelling_a_warning():
+    """The list is TRAINER_NCCL's: a newer NCCL in a user's image may read a name it lacks."""
+    (finding,) = lint_env({"NCCL_IB_HCAS": "mlx5"}, nccl_version=NcclVersion(2, 31, 1))
+    assert finding.severity == "warning" and "NCCL 2.31.1 reads no variable NCCL_IB_HCAS" in finding.message
+    (finding,) = lint_env({"NCCL_IB_HCAS": "mlx5"}, nccl_version=None)
+    assert finding.severity == "warning"
+
+
+def test_hostile_names_get_an_answer_in_bounded_time():
+    hostile = ["NCCL_" + "A" * 10_000, "NCCL_\x00SOCKET_IFNAME", "NCCL_SOCKET_IFNAME\n", "NCCL_" + "\u00e9" * 60]
+    for name in hostile:
+        findings = lint_env({name: "eth0"})
+        assert all("did you mean" not in f.message or len(name) <= 64 for f in findings)
+
+
+def test_the_variable_list_is_nccls_and_covers_what_the_lint_names():
+    from trainyard.contract.nccl import LEVEL_VARIABLES, NAME_LISTS, SOCKET_IFNAME
+    from trainyard.contract.nccl_variables import KNOWN_VARIABLES
+
+    for name in (*NAME_LISTS, *LEVEL_VARIABLES, SOCKET_IFNAME, "NCCL_IB_DISABLE", "NCCL_NET", "NCCL_NET_PLUGIN"):
+        assert name in KNOWN_VARIABLES, name
+    # the legacy aliases NCCL still reads are folklore all the same (the lint says what to use)
+    assert set(FOLKLORE) & KNOWN_VARIABLES == {"NCCL_MIN_NRINGS", "NCCL_MAX_NRINGS"}

@@ -13,6 +13,7 @@ checked against ``trainer/Dockerfile``, which pins it and verifies it at build t
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from collections.abc import Iterable, Mapping
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from trainyard.contract.names import TRANSPORTS
+from trainyard.contract.nccl_variables import KNOWN_VARIABLES
 
 Severity = Literal["error", "warning"]
 
@@ -129,6 +131,17 @@ def lint_env(
         values[name] = value
         if name in FOLKLORE:
             findings.append(Finding("error", name, f"{name} {FOLKLORE[name]}; remove it"))
+        elif (meant := likely_variable(name)) is not None:
+            # the list is NCCL TRAINER_NCCL's: another release may read a name it lacks
+            certain = nccl_version == TRAINER_NCCL
+            release = f"NCCL {nccl_version}" if nccl_version is not None else "NCCL"
+            findings.append(
+                Finding(
+                    "error" if certain else "warning",
+                    name,
+                    f"{release} reads no variable {name}, so this setting does nothing; did you mean {meant}?",
+                )
+            )
         elif name in LEVEL_VARIABLES and value is not None:
             named = level_name(value)
             if named is not None:
@@ -147,6 +160,57 @@ def lint_env(
     if expect_transport == "IB":
         findings += _rdma_off(values)
     return findings
+
+
+# Variables read by NCCL plugins that the lint itself knows (the HPC-X NCCL-RDMA-SHARP plugin, below)
+PLUGIN_VARIABLES = frozenset({"NCCL_PLUGIN_P2P"})
+_NAME_MAX = 64  # no NCCL variable is longer; a longer name is compared with nothing
+
+
+def likely_variable(name: str) -> str | None:
+    """The NCCL variable that ``name`` (an ``NCCL_...`` name NCCL does not read) was probably
+    meant to be: the same name in upper case, or one at most one edit away (two for names of ten
+    characters or more; a swap of two neighbours is one edit). None for a name NCCL reads, a name
+    outside ``NCCL_``, or one close to nothing."""
+    if not isinstance(name, str) or name[:5].upper() != "NCCL_" or len(name) > _NAME_MAX:
+        return None
+    if name in KNOWN_VARIABLES or name in PLUGIN_VARIABLES or name in FOLKLORE:
+        return None
+    return _closest(name)
+
+
+@functools.lru_cache(maxsize=1024)
+def _closest(name: str) -> str | None:
+    upper = name.upper()
+    if upper in KNOWN_VARIABLES or upper in FOLKLORE:
+        return upper
+    budget = 2 if len(upper) >= 10 else 1
+    best: tuple[int, str] | None = None
+    for known in KNOWN_VARIABLES:
+        if abs(len(known) - len(upper)) > budget:
+            continue
+        d = _edits(upper, known, budget)
+        if d <= budget and (best is None or (d, known) < best):
+            best = (d, known)
+    return best[1] if best is not None else None
+
+
+def _edits(a: str, b: str, budget: int) -> int:
+    """Optimal string alignment distance between ``a`` and ``b`` (insert, delete, substitute, swap
+    neighbours), or ``budget + 1`` as soon as it must exceed ``budget``."""
+    before: list[int] = []
+    row = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        current = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = a[i - 1] != b[j - 1]
+            current[j] = min(row[j] + 1, current[j - 1] + 1, row[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                current[j] = min(current[j], before[j - 2] + 1)
+        if min(current) > budget:
+            return budget + 1
+        before, row = row, current
+    return row[-1]
 
 
 def _name_list(name: str, value: str, expect: str | None) -> list[Finding]:
