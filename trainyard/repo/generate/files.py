@@ -10,6 +10,8 @@
 - ``overlays/<cluster>/platform/kueue/``: each cluster's Kueue Topology, ResourceFlavors,
   ClusterQueue and LocalQueue, from ``clusters/<cluster>/cluster.yaml``
   (:mod:`trainyard.repo.generate.queues`);
+- ``overlays/<cluster>/platform/namespaces/limitrange.yaml``: the job namespace's per-container
+  default requests and limits, from the same facts (:mod:`trainyard.repo.generate.limits`);
 - ``base/monitoring/dashboards/``: the Grafana dashboards of a job and of the platform, as
   ConfigMaps for Grafana's sidecar (:mod:`trainyard.repo.generate.dashboards`).
 
@@ -23,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainyard.repo.generate import dashboards, mutating_policy, pod_security, queues, runtimes
+from trainyard.repo.generate import dashboards, limits, mutating_policy, pod_security, queues, runtimes
 from trainyard.repo.model import declared, rendered_facts
 from trainyard.repo.model.repository import OVERLAYS, POLICIES, Repository
 
@@ -82,6 +84,9 @@ def expected(repo: Repository) -> list[Generated]:
         text = queues.render(facts, rendered_facts.TRAINING_NAMESPACE, source)
         out.append(Generated(f"{folder}/{QUEUES_FILE}", text, source))
         out.append(Generated(f"{folder}/kustomization.yaml", _kustomization(QUEUES_FILE, source), source))
+        folder = f"{OVERLAYS.as_posix()}/{cluster}/platform/{limits.FOLDER}"  # its kustomization is the quota's
+        text = limits.render(facts, rendered_facts.TRAINING_NAMESPACE, source)
+        out.append(Generated(f"{folder}/{limits.FILE}", text, source))
     out.extend(Generated(path, text, dashboards.SOURCE) for path, text in dashboards.files(MARKER))
     return out
 
@@ -94,6 +99,7 @@ def _generated_on_disk(repo: Repository) -> list[str]:
         f"{pod_security.FOLDER}/*.yaml",
         f"{mutating_policy.FOLDER}/*.yaml",
         f"{OVERLAYS.as_posix()}/*/platform/kueue/*.yaml",
+        f"{OVERLAYS.as_posix()}/*/platform/{limits.FOLDER}/*.yaml",
         f"{dashboards.FOLDER}/*.yaml",
     ]
     for pattern in patterns:

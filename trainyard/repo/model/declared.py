@@ -6,6 +6,8 @@ Kubernetes 1.36+), its node pools (how many nodes, their labels and what each ca
 the node labels that make up its network topology, outermost first (block, rack, host). The
 tooling reads them for capacity checks, for the Kueue objects it generates and for the admission
 mode; the job namespace's quota stays in its ResourceQuota manifest, read from the render.
+``schedulers`` names the schedulers the cluster runs beside ``default-scheduler`` (a pod naming
+another one stays Pending for ever).
 ``monitoring: prometheus-operator`` says Prometheus Operator runs on the cluster (installed by the
 platform team, outside this repository): its CRDs are served, so the cluster installs the monitors,
 rules and dashboards of base/monitoring (Application trainyard-monitoring); ``none`` (the default):
@@ -24,7 +26,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from pydantic.alias_generators import to_camel
 
 from trainyard.contract.errors import UserError, describe_fields
-from trainyard.contract.k8s import is_dns1123_label
+from trainyard.contract.k8s import is_dns1123_label, is_dns1123_subdomain
 from trainyard.contract.quantity import QuantityError, parse_quantity
 from trainyard.repo.model.repository import CLUSTERS, Repository
 
@@ -65,7 +67,14 @@ def _label_key(value: str) -> str:
     return value
 
 
+def _scheduler(value: str) -> str:
+    if value == "default-scheduler" or not is_dns1123_subdomain(value):
+        raise ValueError(f"{value!r}: name a scheduler the cluster runs beside default-scheduler (DNS-1123 subdomain)")
+    return value
+
+
 Version = Annotated[str, AfterValidator(_version)]
+SchedulerName = Annotated[str, AfterValidator(_scheduler)]
 Quantity = Annotated[str, AfterValidator(_quantity)]
 LabelKey = Annotated[str, AfterValidator(_label_key)]
 
@@ -104,6 +113,8 @@ class Spec(_Model):
     # node label keys of the network topology, outermost first; the last one is the host
     topology: list[LabelKey] = [HOSTNAME_LABEL]
     monitoring: Literal["none", "prometheus-operator"] = NO_MONITORING
+    # schedulers the cluster runs beside default-scheduler (a pod naming another stays Pending)
+    schedulers: list[SchedulerName] = []
 
     @model_validator(mode="after")
     def _consistent(self) -> Spec:

@@ -110,7 +110,7 @@ def validate(
     """Check ``clusters`` (default: all). ``only_jobs`` (cluster -> job folders), when given, limits the
     check to its clusters and the pod previews to those folders; the cluster-wide checks (names,
     capacity, Argo CD, admission configuration) still read every job."""
-    from trainyard.repo.validate import argo, capacity, fabric, installs, jobs, objects, security
+    from trainyard.repo.validate import argo, capacity, fabric, installs, jobs, objects, security, startable
 
     report = Report()
     policies = load_policies(repo.root / POLICIES)
@@ -135,6 +135,7 @@ def validate(
         security.check_security(ctx)
         jobs.check_jobs(ctx)
         capacity.check_capacity(ctx)
+        startable.check_startable(ctx)
         for problem in ctx.problems:
             if problem not in report.problems:
                 report.problems.append(problem)

@@ -1,11 +1,13 @@
 """Capacity fit: a job that can never run is an error, jobs that cannot all run at once a warning.
 
-- Every pod of a job (as admitted: with what the webhook added) must fit on one node of the
-  cluster's declared node pools (clusters/<cluster>/cluster.yaml) whose labels match its node
-  selector; otherwise it stays Pending for ever.
+- Every pod of a job (as admitted: with what the webhook added and the namespace's LimitRange
+  defaults) must fit on one node of the cluster's declared node pools (clusters/<cluster>/cluster.yaml)
+  whose labels match its node selector and required node affinity; otherwise it stays Pending for
+  ever. A selection no pool matches is named by its labels.
 - A whole job must fit in its namespace's ResourceQuota (overlays/<cluster>/platform/namespaces):
   otherwise the quota refuses some of its pods whatever else runs, and a distributed job never
-  has all its ranks.
+  has all its ranks (a pod that alone exceeds the quota is named by
+  :mod:`trainyard.repo.validate.startable`, not again here).
 - All the jobs of a namespace together should fit in its quota; when they do not, some wait (Kueue
   queues TrainJobs; a v1 job's pods are refused until others finish): a warning.
 """
@@ -24,19 +26,25 @@ def check_capacity(ctx: ClusterCheck) -> None:
         for r in ctx.resources
         if r.kind == "ResourceQuota" and not r.group
     }
+    limit_ranges: dict[str, list[dict]] = {}
+    for r in ctx.resources:
+        if r.kind == "LimitRange" and not r.group:
+            limit_ranges.setdefault(r.namespace or "default", []).append(r.doc)
     totals: dict[str, dict[str, Decimal]] = {}
     jobs: dict[str, list[str]] = {}
     for jp in ctx.previews:
-        check_nodes(ctx, jp)
         ns = jp.job.namespace or "default"
+        pods = [placement.with_defaults(pod.after, limit_ranges.get(ns, [])) for pod in jp.pods]
+        check_nodes(ctx, jp, pods)
         usage: dict[str, Decimal] = {}
-        for pod in jp.pods:
-            placement.add(usage, placement.pod_usage(pod.after))
+        for pod in pods:
+            placement.add(usage, placement.pod_usage(pod))
         for (qns, name), (quota, hard) in quotas.items():
             if qns != ns:
                 continue
             short = placement.over(usage, hard)
-            if short:
+            alone = any(placement.over(placement.pod_usage(pod), hard) for pod in pods)
+            if short and not alone:
                 ctx.err(
                     jp.job.where(),
                     f"the job needs more than ResourceQuota {name} of namespace {ns} allows ({'; '.join(short)}; "
@@ -58,15 +66,28 @@ def check_capacity(ctx: ClusterCheck) -> None:
             )
 
 
-def check_nodes(ctx: ClusterCheck, jp: preview.JobPreview) -> None:
+def check_nodes(ctx: ClusterCheck, jp: preview.JobPreview, pods: list[dict]) -> None:
+    """``pods``: ``jp``'s pods as admitted, with the namespace's LimitRange defaults."""
     if ctx.declared is None:
         return
     seen: set[str] = set()
-    for pod in jp.pods:
-        fit = placement.node_fit(pod.after, ctx.declared)
+    for defaulted, pod in zip(pods, jp.pods, strict=True):
+        fit = placement.node_fit(defaulted, ctx.declared)
         if fit.pool is not None or fit.short in seen:
             continue
         seen.add(fit.short)
+        if fit.unmatched:
+            pools = "; ".join(
+                f"{p.name}: {', '.join(f'{k}={v}' for k, v in p.labels.items()) or 'no labels'}"
+                for p in ctx.declared.spec.node_pools
+            )
+            ctx.err(
+                jp.job.where(),
+                f"pod {pod.name} can never be scheduled: {fit.unmatched} (the pools of cluster {ctx.cluster}, "
+                f"clusters/{ctx.cluster}/cluster.yaml: {pools}); select labels a pool has, or remove the selection",
+                jp.job.describe(),
+            )
+            continue
         ctx.err(
             jp.job.where(),
             f"pod {pod.name} can never be scheduled: it asks for {fit.short}, and no node of cluster {ctx.cluster} "
