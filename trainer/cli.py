@@ -88,12 +88,18 @@ def register(add_parser: AddParser) -> None:
 
     p = add_parser(
         "launch",
-        help="image entrypoint: preflight, then torchrun -m trainer train",
-        description="Entrypoint of the trainer image: run preflight, then exec torchrun with `-m trainer train`, "
-        "mapping the Training Operator's env (PET_*, MASTER_ADDR/PORT, WORLD_SIZE, RANK) to torchrun's "
-        "arguments. Launch's options come first; everything after `--` goes to `train` "
-        "(see `trainyard train --help`), checked by train's parser before anything starts (exit 2).",
-        usage="trainyard launch [LAUNCH OPTIONS] [-- TRAIN ARGS...]",
+        help="image entrypoint: preflight, then torchrun with the trainer or (--run) your own command",
+        description="Entrypoint of the trainer image: run preflight, then torchrun, mapping the Training "
+        "Operator's and Kubeflow Trainer's env (PET_*, MASTER_ADDR/PORT, WORLD_SIZE, RANK) to torchrun's "
+        "arguments. Launch's options come first. Without --run, everything after `--` goes to trainyard's "
+        "loop (see `trainyard train --help`), checked by train's parser before anything starts (exit 2). "
+        "With --run, what follows `--` is your own command, run in every worker: `python SCRIPT ARGS`, "
+        "`python -m MODULE ARGS`, or any executable; your loop reads RANK, LOCAL_RANK, WORLD_SIZE as under "
+        "torchrun and its checkpoint folder from TRAINYARD_CHECKPOINT_DIR, and launch checks the NCCL "
+        "transport in the workers' NCCL logs and serves the preflight and transport metrics "
+        "(docs/bring-your-job.md).",
+        usage="trainyard launch [LAUNCH OPTIONS] [-- TRAIN ARGS...]\n"
+        "       trainyard launch [LAUNCH OPTIONS] --run -- COMMAND [ARGS...]",
     )
     launch.add_arguments(p)
     p.set_defaults(func=_launch, takes_passthrough=True)
@@ -177,6 +183,10 @@ def _nccl_ras(args: argparse.Namespace) -> int:
 
 
 def _launch(args: argparse.Namespace) -> int:
+    if args.run and args.passthrough is None:
+        raise UserError(
+            "trainyard launch --run: no command; it follows --: `trainyard launch --run -- python train.py --epochs 3`"
+        )
     return launch.main(args, args.passthrough or [])
 
 

@@ -1,4 +1,7 @@
-"""``trainyard launch``: the image's entrypoint. Preflight, then exec torchrun with ``-m trainer train``.
+"""``trainyard launch``: the image's entrypoint. Preflight, then torchrun with the trainer
+(``-m trainer train``, exec'd) or, with ``--run -- COMMAND...``, with the user's own command
+(:mod:`trainer.command`: torchrun stays launch's child, so that launch can check the NCCL transport
+and serve metrics for a loop that does neither).
 
 How the pod's env becomes torchrun's arguments (:func:`plan`):
 
@@ -20,6 +23,9 @@ How the pod's env becomes torchrun's arguments (:func:`plan`):
   coordination) uses the fabric interface too.
 - The preflight results go to the workers as TRAINYARD_PREFLIGHT ("name=status,..."), which the
   metrics exporter publishes; with --skip-preflight the variable is removed rather than trusted.
+- PET_MODULE, PET_NO_PYTHON and PET_RUN_PATH are removed from torchrun's env: torchrun reads them
+  as its -m, --no-python and --run-path flags (torch/distributed/argparse_util.py check_env), and
+  launch alone decides how the program starts.
 - TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 unless set: each restart of the worker group gets a store of
   its own, served by its rank 0, instead of the agent's store that outlives restarts. The trainer
   is safe under either (``trainer.rounds``); a store per round simply holds nothing stale.
@@ -36,12 +42,12 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from trainer import options
+from trainer import command, options
 from trainer.interfaces import gloo_ifname, route_source
 from trainer.preflight import visible_gpus
 from trainyard.contract.errors import UserError
 from trainyard.contract.metrics import ENV_PREFLIGHT
-from trainyard.contract.names import ENV_SHM_PATH
+from trainyard.contract.names import ENV_EXPECT_TRANSPORT, ENV_SHM_PATH
 from trainyard.contract.nccl import GLOO_SOCKET_IFNAME, SOCKET_IFNAME
 from trainyard.contract.reports import CheckResult
 
@@ -55,9 +61,11 @@ class Plan:
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)  # variables to add to the environment
     notes: list[str] = field(default_factory=list)
+    unset: list[str] = field(default_factory=list)  # variables of the pod's env torchrun must not see
 
     def render(self) -> str:
         lines = [f"# {n}" for n in self.notes]
+        lines += [f"unset {k}" for k in self.unset]
         lines += [f"{k}={shlex.quote(v)}" for k, v in self.env.items()]
         lines.append(shlex.join(self.argv))
         return "\n".join(lines)
@@ -160,15 +168,19 @@ def world_shape(env: Mapping[str, str], nproc_per_node: str | None = None, *, gp
 
 def plan(
     env: Mapping[str, str],
-    train_args: Sequence[str],
+    train_args: Sequence[str] = (),
     *,
+    run: Sequence[str] | None = None,
     nproc_per_node: str | None = None,
     max_restarts: int | None = None,
     local_addr: str | None = None,
     python: str = sys.executable,
 ) -> Plan:
-    """The torchrun command (and env additions) for a pod with environment ``env``."""
+    """The torchrun command (and env additions) for a pod with environment ``env``: the trainer with
+    ``train_args``, or the user's command ``run`` (:func:`trainer.command.program`)."""
     notes: list[str] = []
+    # the user's command first: a command torchrun cannot run is refused before the env is read
+    program = command.program(run, python=python) if run is not None else None
     extra_env: dict[str, str] = {}
     nproc = _processes(env, nproc_per_node, notes)
     nnodes = _nodes(env, notes)
@@ -198,8 +210,16 @@ def plan(
         gloo = gloo_ifname(env[SOCKET_IFNAME])
         if gloo:
             extra_env[GLOO_SOCKET_IFNAME] = gloo
-    argv += ["-m", "trainer", "train", *train_args]
-    return Plan(argv=argv, env=extra_env, notes=notes)
+    unset = [k for k in command.PROGRAM_ENV if k in env]
+    if unset:
+        notes.append(f"{', '.join(unset)} removed: launch decides how torchrun starts the program")
+    if program is None:
+        argv += ["-m", "trainer", "train", *train_args]
+    else:
+        notes.append(f"runs {program.how}")
+        notes.append(command.checkpoint_note(env))
+        argv += program.argv
+    return Plan(argv=argv, env=extra_env, notes=notes, unset=unset)
 
 
 def worker_env(env: Mapping[str, str], the_plan: Plan, checks: Sequence[CheckResult] | None) -> dict[str, str]:
@@ -208,7 +228,8 @@ def worker_env(env: Mapping[str, str], the_plan: Plan, checks: Sequence[CheckRes
     whatever the pod's env said)."""
     new_env = dict(env)
     new_env.update(the_plan.env)
-    new_env.pop(ENV_PREFLIGHT, None)
+    for name in (*the_plan.unset, ENV_PREFLIGHT):
+        new_env.pop(name, None)
     if checks is not None:
         new_env[ENV_PREFLIGHT] = ",".join(f"{c.name}={c.status}" for c in checks)
     return new_env
@@ -218,7 +239,18 @@ def worker_env(env: Mapping[str, str], the_plan: Plan, checks: Sequence[CheckRes
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Launch's own options; the train arguments follow ``--``."""
+    """Launch's own options; the train arguments (with --run: the user's command) follow ``--``."""
+    p.add_argument(
+        "--run",
+        action="store_true",
+        help="what follows -- is your own command (python train.py ..., python -m pkg ..., or any executable), "
+        "run by torchrun in every worker instead of trainyard's loop",
+    )
+    p.add_argument(
+        "--allow-transport-fallback",
+        action="store_true",
+        help="with --run: warn, not stop the job, when NCCL falls back to sockets on an IB fabric",
+    )
     p.add_argument(
         "--nproc-per-node", metavar="N", help="processes per pod (default: PET_NPROC_PER_NODE, else GPUs, else 1)"
     )
@@ -235,6 +267,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(opts: argparse.Namespace, train_args: Sequence[str], env: Mapping[str, str] | None = None) -> int:
     env = os.environ if env is None else env
+    if opts.run:
+        return _main_run(opts, train_args, env)
+    if opts.allow_transport_fallback:
+        raise UserError(
+            "trainyard launch: --allow-transport-fallback is for --run; trainyard's loop takes it as a train "
+            "argument (after --)"
+        )
     # Refuse train arguments here, once, with exit 2: in the workers each rank would print the error
     # and torchrun would restart the group on it until --max-restarts is spent.
     prog = "trainyard launch: train arguments (after --)"
@@ -256,19 +295,63 @@ def main(opts: argparse.Namespace, train_args: Sequence[str], env: Mapping[str, 
     if opts.dry_run:
         print(the_plan.render())
         return 0
-    checks = None
-    if not opts.skip_preflight:
-        from trainer import preflight
-
-        checks = preflight.run_checks(env, shm_path=opts.shm_path)
-        code = preflight.exit_code(checks)
-        print(preflight.render(checks), file=sys.stderr if code else sys.stdout, flush=True)
-        if code:
-            print("launch: preflight failed; not starting training (--skip-preflight to override)", file=sys.stderr)
-            return code
-    for note in the_plan.notes:
-        print(f"launch: {note}", flush=True)
-    print(f"launch: exec {shlex.join(the_plan.argv)}", flush=True)
+    checks, code = _preflight(opts, env)
+    if code:
+        return code
+    _announce(the_plan, "exec")
     new_env = worker_env(env, the_plan, checks)
     os.execve(the_plan.argv[0], the_plan.argv, new_env)
     return 0  # not reached
+
+
+def _main_run(opts: argparse.Namespace, run: Sequence[str], env: Mapping[str, str]) -> int:
+    """``--run``: the user's command under torchrun, which stays launch's child (trainer.command)."""
+    the_plan = plan(
+        env,
+        run=run,
+        nproc_per_node=opts.nproc_per_node,
+        max_restarts=opts.max_restarts,
+        local_addr=opts.local_addr,
+    )
+    new_env = dict(env)
+    pattern = command.nccl_pattern(new_env)  # NCCL_DEBUG=INFO to files, where a transport is promised
+    if pattern:
+        the_plan.notes.append(f"NCCL logs to {pattern} (NCCL_DEBUG=INFO): launch checks the transport in them")
+        the_plan.env.update({k: new_env[k] for k in ("NCCL_DEBUG", "NCCL_DEBUG_FILE", "NCCL_DEBUG_SUBSYS")
+                             if k in new_env and new_env[k] != env.get(k)})  # fmt: skip
+    if opts.dry_run:
+        print(the_plan.render())
+        return 0
+    checks, code = _preflight(opts, env)
+    if code:
+        return code
+    _announce(the_plan, "run")
+    worker = worker_env(env, the_plan, checks)
+    from trainer import metrics
+
+    exporter = metrics.start_launch(worker)
+    if exporter is not None:
+        print(f"launch: metrics (preflight, NCCL transport) on port {exporter.port}", flush=True)
+    expect = (env.get(ENV_EXPECT_TRANSPORT) or "").strip() or None
+    watch = command.TransportWatch(pattern, expect, opts.allow_transport_fallback) if pattern else None
+    return command.supervise(the_plan.argv, worker, watch=watch, exporter=exporter)
+
+
+def _preflight(opts: argparse.Namespace, env: Mapping[str, str]) -> tuple[list[CheckResult] | None, int]:
+    """The preflight checks (None: skipped) and preflight's exit code (not 0: nothing may start)."""
+    if opts.skip_preflight:
+        return None, 0
+    from trainer import preflight
+
+    checks = preflight.run_checks(env, shm_path=opts.shm_path)
+    code = preflight.exit_code(checks)
+    print(preflight.render(checks), file=sys.stderr if code else sys.stdout, flush=True)
+    if code:
+        print("launch: preflight failed; not starting training (--skip-preflight to override)", file=sys.stderr)
+    return checks, code
+
+
+def _announce(the_plan: Plan, verb: str) -> None:
+    for note in the_plan.notes:
+        print(f"launch: {note}", flush=True)
+    print(f"launch: {verb} {shlex.join(the_plan.argv)}", flush=True)

@@ -367,3 +367,63 @@ def start(
         return NullExporter()
     print(f"metrics: serving http://{addr}:{exporter.port}{m.METRICS_PATH}", file=out, flush=True)
     return exporter
+
+
+class LaunchExporter:
+    """What ``trainyard launch --run`` serves for a loop that is not trainyard's: the preflight
+    checks and the NCCL transport, nothing else. The step, loss and checkpoint series stay absent
+    rather than 0: TrainyardJobStalled reads a step counter that stays 0 as a hung job."""
+
+    def __init__(self, *, node_rank: str, fabric: str, preflight: list[tuple[str, str]] | tuple[()] = ()) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._base = (node_rank, fabric)
+        self.metrics = {metric.name: _build(metric, self.registry) for metric in (m.PREFLIGHT, m.TRANSPORT)}
+        for check, status in preflight:
+            self.metrics[m.PREFLIGHT.name].labels(*self._base, check, status).set(1)
+        self._server = None
+        self.port: int | None = None
+
+    def serve(self, port: int, addr: str = ALL_ADDRESSES) -> int:
+        self._server, _thread = start_http_server(port, addr, registry=self.registry)
+        self.port = self._server.server_port
+        return self.port
+
+    def transport(self, used: str | None, expected: str | None) -> None:
+        if used and expected and _TRANSPORT.match(used) and _TRANSPORT.match(expected):
+            self.metrics[m.TRANSPORT.name].labels(*self._base, used, expected).set(0 if used == expected else 1)
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+
+def start_launch(
+    env: Mapping[str, str], *, addr: str = ALL_ADDRESSES, err: TextIO | None = None
+) -> LaunchExporter | None:
+    """The endpoint of ``launch --run`` on ``ENV_METRICS_PORT`` (one per pod: launch runs once per
+    pod), or None after one line saying why not."""
+    err = err or sys.stderr
+
+    def warn(message: str) -> None:
+        print(f"warning: metrics: {message}", file=err, flush=True)
+
+    try:
+        port = m.metrics_port(env.get(m.ENV_METRICS_PORT))
+    except ValueError as exc:
+        warn(f"{exc}; the job runs without metrics")
+        return None
+    if port is None:
+        return None
+    node_rank, fabric = trainer_labels(env, warn)
+    preflight, refused = parse_preflight(env.get(m.ENV_PREFLIGHT))
+    if refused:
+        warn(f"{m.ENV_PREFLIGHT}: ignored {len(refused)} item(s): {refused[0]}")
+    exporter = LaunchExporter(node_rank=node_rank, fabric=fabric, preflight=preflight)
+    try:
+        exporter.serve(port, addr)
+    except OSError as exc:
+        warn(f"port {port} cannot be bound ({exc.strerror or exc}); the job runs without launch's metrics")
+        return None
+    return exporter
