@@ -213,6 +213,45 @@ def _edits(a: str, b: str, budget: int) -> int:
     return row[-1]
 
 
+_ATOI = re.compile(r"[ \t\n\v\f\r]*([+-]?[0-9]+)")
+
+
+@dataclass(frozen=True, slots=True)
+class NameList:
+    """An ``NCCL_SOCKET_IFNAME`` / ``NCCL_IB_HCA`` value as NCCL v2.29.7 reads it: ``^`` (exclude)
+    first, then ``=`` (exact names), else prefixes (src/bootstrap.cc, src/os/linux.cc,
+    src/transport/net_ib/init.cc); entries split at ``,``, a ``:port`` suffix, empty entries
+    skipped, nothing stripped (src/misc/utils.cc parseStringList, matchIf, matchPort)."""
+
+    exclude: bool
+    exact: bool
+    entries: tuple[tuple[str, int], ...]  # (name or prefix, port; -1 for any)
+
+    @classmethod
+    def parse(cls, value: str) -> NameList:
+        exclude = value.startswith("^")
+        body = value[1:] if exclude else value
+        exact = body.startswith("=")
+        body = body[1:] if exact else body
+        entries = []
+        for item in body.split(","):
+            name, colon, port = item.partition(":")
+            if name:  # parseStringList drops an empty name; atoi reads a port's leading number, else 0
+                number = _ATOI.match(port)
+                entries.append((name, (int(number[1][:10]) if number else 0) if colon else -1))
+        return cls(exclude, exact, tuple(entries))
+
+    def selects(self, name: str, port: int = -1) -> bool:
+        """Whether NCCL uses the interface or HCA ``name`` (``port`` -1: any) under this list."""
+        if not self.entries:
+            return not self.exclude  # matchIfList: an empty list matches everything, XOR searchNot
+        hit = any(
+            (name == ref if self.exact else name.startswith(ref)) and (port == -1 or p == -1 or p == port)
+            for ref, p in self.entries
+        )
+        return hit != self.exclude
+
+
 def _name_list(name: str, value: str, expect: str | None) -> list[Finding]:
     """NCCL_SOCKET_IFNAME / NCCL_IB_HCA: ``[^][=]name[:port],...``."""
     text = value.strip()

@@ -25,6 +25,7 @@ import yaml
 from trainyard.contract.errors import UserError
 from trainyard.contract.names import JOB_LABELS, KUEUE_TOPOLOGY_GATE, requested_fabric
 from trainyard.repo.generate import mutating_harness
+from trainyard.repo.jobs import fabric_settings
 from trainyard.repo.model import jobfolder, kustomize, rendered_facts, schema
 from trainyard.repo.model.rendered import Resource, name_of, namespace_of, tree_copy
 from trainyard.repo.model.repository import OVERLAYS, POLICIES, Repository
@@ -75,10 +76,13 @@ class PodPreview:
     policies: list[str] = field(default_factory=list)  # the other bound policies that evaluate the admitted pod
     denied: list[str] = field(default_factory=list)  # '<policy>: <message>' of those that reject it
     limits: list[str] = field(default_factory=list)  # policy mode: the rules of mutating_policy.LIMITS it hits
+    # the pod's own fabric settings that admission would rewrite or that conflict (fabric_settings.py)
+    conflicts: list[str] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)  # the same, where the job still runs as it says
 
     def problems(self) -> list[str]:
         """What would go wrong at admission, in words."""
-        out = []
+        out = [f"pod {self.name}: {c}" for c in self.conflicts]
         if self.action == "deny":
             out.append(f"pod {self.name}: the webhook denies it: {self.reason}")
         if self.vap_after and self.vap_after.failures:
@@ -185,7 +189,8 @@ def _admit_by_policy(out: PodPreview, pod: dict, namespace: str, ctx: Context) -
     out.action, out.profile, out.ops, out.after = "mutate", outcome.profile, outcome.ops, outcome.pod
 
 
-def preview_pod(pod: dict, ctx: Context) -> PodPreview:
+def preview_pod(pod: dict, ctx: Context, env_field: str = "") -> PodPreview:
+    """``pod`` through admission; ``env_field``: where its job sets the containers' env (messages)."""
     from webhook.engine import MutationError, admit
 
     name = jobset.pod_name(pod)
@@ -193,6 +198,7 @@ def preview_pod(pod: dict, ctx: Context) -> PodPreview:
     out = PodPreview(name=name, before=pod, after=pod, action="skip", profile=None)
     if ctx.harness is not None:
         _admit_by_policy(out, pod, namespace, ctx)
+        _own_settings(out, ctx, namespace, env_field)
         return _admitted(out, ctx)
     try:
         decision = admit(tree_copy(pod), ctx.policies, ctx.profile, namespace)
@@ -205,7 +211,15 @@ def preview_pod(pod: dict, ctx: Context) -> PodPreview:
         out.ops = decision.mutation.ops
         out.warnings = decision.mutation.warnings
         out.after = jsonpatch.apply_patch(tree_copy(pod), decision.mutation.ops, in_place=True)
+        _own_settings(out, ctx, namespace, env_field)
     return _admitted(out, ctx)
+
+
+def _own_settings(out: PodPreview, ctx: Context, namespace: str, env_field: str) -> None:
+    profile = ctx.policies.get(out.profile) if out.action == "mutate" and out.profile else None
+    if profile is not None:
+        found = fabric_settings.check(out.before, out.after, profile, namespace, env_field)
+        out.conflicts, out.notices = found.errors, found.warnings
 
 
 def _admitted(out: PodPreview, ctx: Context) -> PodPreview:
@@ -226,7 +240,9 @@ def preview_job(job: Resource, ctx: Context) -> JobPreview:
     if trainjob.is_trainjob(job.doc):
         return preview_trainjob(job, ctx)
     pods = training_operator.expand_job(job.doc)
-    jp = JobPreview(job=job, cluster=ctx.cluster, profile=ctx.profile, pods=[preview_pod(p, ctx) for p in pods])
+    kind = training_operator.KINDS[job.kind]
+    jp = JobPreview(job=job, cluster=ctx.cluster, profile=ctx.profile,
+                    pods=[preview_pod(p, ctx, _replica_env(kind, p)) for p in pods])  # fmt: skip
     jp.created = [("Pod", name_of(p)) for p in pods]
     name = name_of(job.doc)
     if job.kind == "MPIJob":  # kubeflow/trainer@v1.9.4:pkg/controller.v1/mpi/mpijob.go configSuffix, launcherSuffix
@@ -290,7 +306,7 @@ def preview_trainjob(job: Resource, ctx: Context) -> JobPreview:
         )
     elif kueue.queue_name(job.doc) is None:
         notes.append(f"Kueue: not queued (no {kueue.QUEUE_LABEL} label); the webhook's affinity places the pods")
-    pods = [preview_pod(p, ctx) for p in e.pods]
+    pods = [preview_pod(p, ctx, "spec.trainer.env, or the runtime's") for p in e.pods]
     jp = JobPreview(job=job, cluster=ctx.cluster, profile=ctx.profile, pods=pods, notes=notes)
     name = name_of(job.doc)
     # kubeflow/trainer@v2.3.0: the JobSet (plugins/jobset), the runtime snapshot (runtime/core/snapshot.go
@@ -303,6 +319,13 @@ def preview_trainjob(job: Resource, ctx: Context) -> JobPreview:
     if run.admission is not None:
         jp.created.append(("Workload", run.admission.workload))
     return jp
+
+
+def _replica_env(kind: training_operator.JobKind, pod: dict) -> str:
+    """Where a v1 job's pod template sets a container's env: spec.<kind>ReplicaSpecs.<Type>.template.spec."""
+    label = ((pod.get("metadata") or {}).get("labels") or {}).get("training.kubeflow.org/replica-type") or ""
+    typ = next((t for t in kind.replica_types if t.lower() == str(label).lower()), None)
+    return f"spec.{kind.replicas_field}.{typ}.template.spec" if typ else ""
 
 
 def cluster_of(repo: Repository, path: Path) -> str:
@@ -468,7 +491,7 @@ def format_job(jp: JobPreview, *, diff: bool = False) -> str:
             g.get("name") == KUEUE_TOPOLOGY_GATE for g in (pod.after.get("spec") or {}).get("schedulingGates") or []
         ):
             lines.append(f"  placement: Kueue (scheduling gate {KUEUE_TOPOLOGY_GATE}); the webhook adds no affinity")
-        for w in pod.warnings:
+        for w in [*pod.warnings, *pod.notices]:
             lines.append(f"  warning: {w}")
         if pod.vap_before is not None and pod.vap_before.matched:
             before = "rejected" if pod.vap_before.failures else "ADMITTED"

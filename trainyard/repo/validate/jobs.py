@@ -60,6 +60,9 @@ def check_jobs(ctx: ClusterCheck) -> None:
             pod_names[pkey] = r
         for p in jp.problems():
             ctx.err(r.where(), p, r.describe())
+        for pod in jp.pods:
+            for notice in pod.notices:
+                ctx.warn(r.where(), f"pod {pod.name}: {notice}", r.describe())
         for pod in jp.pods:  # admission: policy: what the MutatingAdmissionPolicies cannot express
             for rule in pod.limits:
                 ctx.warn(
