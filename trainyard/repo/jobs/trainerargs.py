@@ -6,7 +6,9 @@ expanded from the container's env, or the image's entrypoint (the trainer image'
 
 - ``trainyard launch [LAUNCH OPTIONS] -- TRAIN ARGS`` (the runtimes and v1 job bases; launch's
   options are parsed with launch's own parser, the train arguments with train's:
-  :func:`trainer.options.parse`, which launch runs first thing in the pod),
+  :func:`trainer.options.parse`, which launch runs first thing in the pod); with ``--run`` what
+  follows ``--`` is the user's own command, judged by launch's rules
+  (:func:`trainer.command.program`) and not by train's parser,
 - ``trainyard train ARGS`` or ``python -m trainer train ARGS``,
 - either of those inside ``sh -c SCRIPT`` (the MPI launcher's ``mpirun ... sh -c``), the script
   split as a shell would, up to its first ``;``, ``&&``, ``||`` or ``|``.
@@ -31,7 +33,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import NoReturn
 
-from trainer import launch, options
+from trainer import command, launch, options
 from trainyard.contract.argv import split_passthrough
 from trainyard.contract.errors import UserError
 from trainyard.contract.k8s import expand
@@ -151,8 +153,11 @@ def check(container: dict, *, trainer_image: bool, replicas: int | None = None) 
         return out  # the shell or the kubelet would substitute something first
     opts = None
     try:
-        if found.how == "trainyard launch":
+        if found.how.endswith("launch"):
             opts = _launch_options(found.launch_options)
+        if opts is not None and opts.run:  # the user's own command: launch's rules, no train arguments
+            command.program(found.train_args)
+            return out
         cfg = options.parse(found.train_args, prog=f"{found.how}: train arguments")
     except UserError as exc:
         out.errors.append(f"{exc}; the trainer would stop with this usage error (exit 2) before training")
