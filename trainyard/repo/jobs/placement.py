@@ -120,6 +120,7 @@ class Fit:
     pool: NodePool | None  # a pool one of whose nodes can hold the pod; None: none can
     short: str = ""  # when none can: what the largest candidate lacks, in words
     unmatched: str = ""  # when no pool's labels match the pod's node selection: which labels, in words
+    absent: tuple[str, ...] = ()  # extended resources it asks for that no pool has at all
 
 
 # What the kubelet labels every node with beside the pool's own labels (k8s.io/kubernetes@v1.36.3:
@@ -242,11 +243,16 @@ def node_fit(pod: dict, facts: ClusterFacts) -> Fit:
     are not judged."""
     spec = as_dict(pod.get("spec"))
     declared = {k for p in facts.spec.node_pools for k in p.allocatable}
-    wanted = {k: v for k, v in pod_requests(pod).items() if v > 0 and k in declared}
+    # an extended resource (a domain other than kubernetes.io's) no pool declares is on no node
+    requested = {k: v for k, v in pod_requests(pod).items() if v > 0}
+    absent = tuple(sorted(k for k in requested if k not in declared and "/" in k and "kubernetes.io/" not in k))
+    wanted = {k: v for k, v in requested.items() if k in declared}
     pools = [p for p in facts.spec.node_pools if selection_matches(spec, node_labels(p))]
     if not pools:
         why = unmatched_selection(spec, facts)
         return Fit(None, why, why)
+    if absent:
+        return Fit(None, ", ".join(f"{k} {show(k, requested[k])}" for k in absent), absent=absent)
     for pool in pools:
         if all(pool.amount(k) >= v for k, v in wanted.items()):
             return Fit(pool)

@@ -88,6 +88,15 @@ def check_nodes(ctx: ClusterCheck, jp: preview.JobPreview, pods: list[dict]) -> 
                 jp.job.describe(),
             )
             continue
+        if fit.absent:
+            ctx.err(
+                jp.job.where(),
+                f"pod {pod.name} can never be scheduled: it asks for {fit.short}, and no node pool of cluster "
+                f"{ctx.cluster} (clusters/{ctx.cluster}/cluster.yaml) has {', '.join(fit.absent)} at all; remove it "
+                "(the fabric adds the RDMA resources the cluster's network needs)",
+                jp.job.describe(),
+            )
+            continue
         ctx.err(
             jp.job.where(),
             f"pod {pod.name} can never be scheduled: it asks for {fit.short}, and no node of cluster {ctx.cluster} "
