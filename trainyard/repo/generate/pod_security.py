@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import yaml
 
+from trainyard.contract import cel
 from trainyard.repo.model.rendered_facts import TRAINING_NAMESPACE
 from webhook.policy import PolicySet
 
@@ -106,10 +107,14 @@ def _probe_hosts() -> str:
     return " || ".join(parts)
 
 
-TRAINER = (
-    "has(c.image) && variables.trainerImages.exists(r, c.image == r || c.image.startsWith(r + ':') || "
-    "c.image.startsWith(r + '@'))"
-)
+def _trainer(policies: PolicySet) -> str:
+    """A container ``c`` runs a trainer image, by the one identity rule (trainyard/contract/images.py)
+    as the webhook and the fabric policies decide it: a spelling the webhook gives IPC_LOCK to
+    (``REGISTRY.example.com:443/...``) must not be refused here for having it."""
+    repositories = sorted({r for n in policies.names if (p := policies.get(n)) for r in p.trainer_images})
+    return f"has(c.image) && {cel.is_trainer('c', repositories)}"
+
+
 ADDED = "c.securityContext.capabilities.add"
 HAS_ADDED = f"{_sc('capabilities')} && has({ADDED})"
 RESOURCES = (
@@ -124,6 +129,7 @@ KNOWN_RESOURCE = (
 
 def _variables(policies: PolicySet) -> list[dict]:
     profiles = [policies.get(n) for n in policies.names]
+    trainer = _trainer(policies)
     images = sorted({i for p in profiles if p for i in p.spec.trainer_images})
     caps = sorted({c for p in profiles if p for c in p.spec.capabilities} - set(BASELINE_CAPABILITIES))
     gpus = sorted({p.spec.gpu_resource for p in profiles if p})
@@ -145,15 +151,15 @@ def _variables(policies: PolicySet) -> list[dict]:
             f"{HAS_ADDED} && {ADDED}.exists(x, !(x in variables.baselineCapabilities) && "
             "!(x in variables.fabricCapabilities))",
             f"'container ' + c.name + ' adds ' + {ADDED}.filter(x, !(x in variables.baselineCapabilities) && "
-            "!(x in variables.fabricCapabilities))[0]",
+            "!(x in variables.fabricCapabilities)).join(', ')",
         )),
         ("fabricCapabilitiesElsewhere",
-         f"variables.containers.filter(c, !({TRAINER}) && {HAS_ADDED} && "
+         f"variables.containers.filter(c, !({trainer}) && {HAS_ADDED} && "
          f"{ADDED}.exists(x, x in variables.fabricCapabilities)).map(c, 'container ' + c.name + ' adds ' + "
-         f"{ADDED}.filter(x, x in variables.fabricCapabilities)[0]) + "
+         f"{ADDED}.filter(x, x in variables.fabricCapabilities).join(', ')) + "
          f"variables.ephemeral.filter(c, {HAS_ADDED} && {ADDED}.exists(x, x in variables.fabricCapabilities))"
          f".map(c, 'ephemeral container ' + c.name + ' adds ' + "
-         f"{ADDED}.filter(x, x in variables.fabricCapabilities)[0])"),
+         f"{ADDED}.filter(x, x in variables.fabricCapabilities).join(', '))"),
         ("hostPathVolumes",
          "has(object.spec.volumes) ? object.spec.volumes.filter(v, has(v.hostPath)).map(v, 'volume ' + v.name) : []"),
         ("hostPorts", _each("has(c.ports) && c.ports.exists(p, has(p.hostPort) && p.hostPort != 0)")),
@@ -176,12 +182,13 @@ def _variables(policies: PolicySet) -> list[dict]:
                     f"!(s.name in {_list(BASELINE_SYSCTLS)})).map(s, 'sysctl ' + s.name) : []"),
         ("unknownResources", _each(
             f"({RESOURCES}).exists(r, !({KNOWN_RESOURCE}))",
-            f"'container ' + c.name + ' asks for ' + ({RESOURCES}).filter(r, !({KNOWN_RESOURCE}))[0]",
+            f"'container ' + c.name + ' asks for ' + ({RESOURCES}).filter(r, !({KNOWN_RESOURCE})).join(', ')",
             ephemeral=False,
         )),
         ("fabricResourcesElsewhere", _each(
-            f"!({TRAINER}) && ({RESOURCES}).exists(r, r in variables.fabricResources)",
-            f"'container ' + c.name + ' asks for ' + ({RESOURCES}).filter(r, r in variables.fabricResources)[0]",
+            f"!({trainer}) && ({RESOURCES}).exists(r, r in variables.fabricResources)",
+            f"'container ' + c.name + ' asks for ' + "
+            f"({RESOURCES}).filter(r, r in variables.fabricResources).join(', ')",
             ephemeral=False,
         )),
         ("wideTolerations",
@@ -201,8 +208,8 @@ def _validations(policies: PolicySet) -> list[tuple[str, str]]:
     images = ", ".join(sorted({i for n in policies.names if (p := policies.get(n)) for i in p.spec.trainer_images}))
     pod = "'pod ' + variables.pod + ': "
 
-    def first(var: str, text: str) -> tuple[str, str]:
-        return f"size(variables.{var}) == 0", f"{pod}' + variables.{var}[0] + '{text}'"
+    def first(var: str, text: str) -> tuple[str, str]:  # every offender at once, so one round fixes them all
+        return f"size(variables.{var}) == 0", f"{pod}' + variables.{var}.join('; ') + '{text}'"
 
     return [
         # check_hostNamespaces.go
@@ -242,7 +249,7 @@ def _validations(policies: PolicySet) -> list[tuple[str, str]]:
               f"{', '.join(t for t in SELINUX_TYPES if t)} ({BASELINE})"),
         # check_procMount_baseline.go (any value in a user namespace, 1.35)
         ("(has(object.spec.hostUsers) && !object.spec.hostUsers) || size(variables.procMount) == 0",
-         f"{pod}' + variables.procMount[0] + ': securityContext.procMount must be Default unless the pod sets "
+         f"{pod}' + variables.procMount.join('; ') + ': securityContext.procMount must be Default unless the pod sets "
          f"hostUsers: false ({BASELINE})'"),
         # check_seccompProfile_baseline.go
         (f"!({_pod_sc('seccompProfile')}) || !has(object.spec.securityContext.seccompProfile.type) || "

@@ -458,8 +458,8 @@ def _name(s: Scan, file: Path, name: str | None, kind: str | None, line: int) ->
 
 def _metadata_maps(s: Scan, file: Path, maps: dict[str, yaml.Node | None], offset: int = 0) -> None:
     for what, node in maps.items():
-        if node is None:
-            continue
+        if node is None or (isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null"):
+            continue  # kube-apiserver reads a null map as no map
         if not isinstance(node, yaml.MappingNode):
             s.err(file, f"{what} must be a mapping of strings", offset + rawyaml.line(node))
             continue

@@ -99,13 +99,46 @@ def _fast_validator(kind: str, api_version: str) -> Any:
 
 def _errors(kind: str, api_version: str, validator: jsonschema.protocols.Validator, doc: dict) -> list[str]:
     # the schemas expect JSON types (ints, not YAML's other scalars)
-    data = json.loads(json.dumps(doc, default=str))
+    data = _without_nulls(json.loads(json.dumps(doc, default=str)))
     with _lock:
         fast = _fast_validator(kind, api_version)
     if fast is not None and fast.is_valid(data):
         return []
     errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
     return [f"{_path(e)}: {_message(e)}" for e in _best(errors)]
+
+
+def _without_nulls(x: Any) -> Any:
+    """A built-in object as kube-apiserver decodes it: a field set to null is the field left out
+    (encoding/json leaves a pointer, slice, map or struct field as it was for a JSON null), so
+    ``annotations:`` with nothing after it is accepted; a null list item stays (it decodes to an
+    empty item, which validation then judges)."""
+    if isinstance(x, dict):
+        return {k: _without_nulls(v) for k, v in x.items() if v is not None}
+    if isinstance(x, list):
+        return [_without_nulls(v) for v in x]
+    return x
+
+
+def prune_nulls(x: Any, schema: dict | None) -> None:
+    """Drop, in place, the nulls kube-apiserver drops from a custom resource before validating it:
+    a null in a field whose schema is not ``nullable`` and has no ``default``
+    (apiextensions-apiserver@v0.36.3:pkg/apiserver/schema/defaulting/prunenulls.go
+    PruneNonNullableNullsWithoutDefaults; a field the schema does not know is left to pruning)."""
+    if isinstance(x, dict):
+        props = schema.get("properties") if isinstance(schema, dict) else None
+        extra = schema.get("additionalProperties") if isinstance(schema, dict) else None
+        for k in list(x):
+            sub = props.get(k) if isinstance(props, dict) and k in props else extra
+            sub = sub if isinstance(sub, dict) else None
+            if x[k] is None and sub is not None and not sub.get("nullable") and "default" not in sub:
+                del x[k]
+            else:
+                prune_nulls(x[k], sub)
+    elif isinstance(x, list):
+        items = schema.get("items") if isinstance(schema, dict) else None
+        for v in x:
+            prune_nulls(v, items if isinstance(items, dict) else None)
 
 
 def has_schema(kind: str, api_version: str) -> bool:
@@ -267,6 +300,7 @@ def validate_custom(doc: dict, openapi_schema: dict) -> list[str]:
     with _lock:
         validator, fast = _custom_validators(openapi_schema)
     data = json.loads(json.dumps(doc, default=str))
+    prune_nulls(data, openapi_schema)
     if fast.is_valid(data):
         return []
     errors = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))[:_MAX_ERRORS]

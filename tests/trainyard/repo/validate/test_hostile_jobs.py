@@ -92,6 +92,16 @@ CASES = {
                                     "{capabilities: {add: [SYS_ADMIN]}}")),
         MNIST, [PRIVILEGED, "adds SYS_ADMIN in securityContext.capabilities.add"],
     ),
+    "every capability at once": (  # one round of review names all of them
+        lambda r: _add_patch(r, _op("add", f"{WORKER}/containers/0/securityContext",
+                                    "{capabilities: {add: [SYS_ADMIN, IPC_LOCK, NET_ADMIN, SYS_PTRACE]}}")),
+        MNIST, [PRIVILEGED, "adds SYS_ADMIN, NET_ADMIN, SYS_PTRACE in securityContext.capabilities.add"],
+    ),
+    "every hostPath volume at once": (
+        lambda r: _add_patch(r, _op("add", f"{WORKER}/volumes",
+                                    "[{name: root, hostPath: {path: /}}, {name: dev, hostPath: {path: /dev}}]")),
+        MNIST, [PRIVILEGED, "volume root; volume dev is a hostPath volume"],
+    ),
     # kinds and fields
     "LoadBalancer Service": (
         lambda r: _add_file(r, "svc.yaml", _service("web", "type: LoadBalancer")),
