@@ -355,7 +355,35 @@ def load_policies(directory: str | Path) -> PolicySet:
             origin[compiled.name] = path
     if not profiles:
         raise PolicyError(f"{root}: no FabricProfile documents found (expected {root}/<fabric>.yaml)")
+    _same_trainer_images(profiles, origin)
     return PolicySet(profiles=profiles, source=str(root))
+
+
+def _same_trainer_images(profiles: dict[str, CompiledProfile], origin: dict[str, Path]) -> None:
+    """Every profile declares the same trainer repositories (by images.identity). The webhook's
+    matchConditions and the admission policies recognise a trainer pod by the repositories of all
+    profiles together, the engine by its profile's: a repository one profile lacks would reach that
+    fabric's pods unmutated, and the ValidatingAdmissionPolicy would then refuse them."""
+    names = sorted(profiles)
+    first = profiles[names[0]]
+    for name in names[1:]:
+        other = profiles[name]
+        if other.trainer_images != first.trainer_images:
+            missing = sorted(first.trainer_images - other.trainer_images)
+            extra = sorted(other.trainer_images - first.trainer_images)
+            what = "; ".join(
+                part
+                for part in (
+                    f"it lacks {', '.join(missing)} that {origin[first.name].name} lists" if missing else "",
+                    f"it lists {', '.join(extra)} that {origin[first.name].name} lacks" if extra else "",
+                )
+                if part
+            )
+            raise PolicyError(
+                f"{origin[name]}: spec.trainerImages: {what}. Every FabricProfile lists the same repositories "
+                "(the shared trainer image and the images built FROM it that the platform declares), because "
+                "admission recognises a trainer pod by all of them; add the repository to every profile, or remove it"
+            )
 
 
 def reload_problems(previous: PolicySet, new: PolicySet, default: str) -> list[tuple[str, str]]:

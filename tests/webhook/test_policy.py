@@ -154,8 +154,12 @@ def test_other_kinds_are_skipped_and_an_empty_dir_is_an_error(policy_dir, tmp_pa
 
 
 def test_trainer_images_are_normalised_by_the_identity_rule(policy_dir):
-    edit(policy_dir, "roce", lambda d: d["spec"].update(trainerImages=["REGISTRY.example.com:443/ml/trainer"]))
-    assert load_policies(policy_dir).get("roce").trainer_images == {"registry.example.com/ml/trainer"}
+    spelt = ["REGISTRY.example.com:443/ml/trainer", "Registry.Example.COM:0443/teams/llm-finetune"]
+    edit(policy_dir, "roce", lambda d: d["spec"].update(trainerImages=spelt))
+    assert load_policies(policy_dir).get("roce").trainer_images == {
+        "registry.example.com/ml/trainer",
+        "registry.example.com/teams/llm-finetune",
+    }
 
 
 def test_a_trainer_image_cel_cannot_match_is_refused(policy_dir):
@@ -213,3 +217,20 @@ def test_a_reload_may_not_drop_a_profile_or_the_default(policy_dir):
     assert reload_problems(previous, previous, "tcp") == []
     only_roce = PolicySet({"roce": previous.get("roce")}, "before")
     assert reload_problems(only_roce, previous, "roce") == []  # adding profiles is fine
+
+
+def test_every_profile_must_declare_the_same_trainer_repositories(policy_dir):
+    """Admission recognises a trainer by the repositories of all profiles; the engine by its own."""
+    derived = "registry.example.com/teams/llm-finetune"
+    edit(policy_dir, "tcp", lambda d: d["spec"].update(trainerImages=["registry.example.com/ml/trainer"]))
+    msg = fails(policy_dir)
+    assert msg.startswith(f"{policy_dir / 'tcp.yaml'}: spec.trainerImages: it lacks {derived} that ib.yaml lists.")
+    assert "add the repository to every profile, or remove it" in msg
+    three = ["registry.example.com/ml/trainer", derived, "registry.example.com/teams/other"]
+    edit(policy_dir, "tcp", lambda d: d["spec"].update(trainerImages=three))
+    assert "it lists registry.example.com/teams/other that ib.yaml lacks" in fails(policy_dir)
+    # the same repositories in another spelling and order are the same declaration
+    spelt = ["registry.EXAMPLE.com/teams/llm-finetune", "registry.example.com:443/ml/trainer"]
+    edit(policy_dir, "tcp", lambda d: d["spec"].update(trainerImages=spelt))
+    loaded = load_policies(policy_dir)
+    assert loaded.get("tcp").trainer_images == loaded.get("ib").trainer_images

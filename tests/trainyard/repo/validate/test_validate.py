@@ -216,7 +216,7 @@ def test_policy_parameters_agree_with_policies(repo_copy):
 
 
 def test_webhook_match_conditions_must_pass_the_trainer_image(repo_copy):
-    edit(repo_copy, "base/webhook/mutating-webhook.yaml", "/ml/trainer)", "/ml/trainr)")
+    edit(repo_copy, "base/webhook/mutating-webhook.yaml", "/ml/trainer|", "/ml/trainr|")
     errors = _validate(repo_copy)
     _assert_one(errors, "base/webhook/mutating-webhook.yaml", "matchConditions do not pass")
     _assert_one(errors, "base/webhook/mutating-webhook.yaml", "[runs-a-trainer-image]: differs from the rule")
