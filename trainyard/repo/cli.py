@@ -105,9 +105,11 @@ def register(add_parser: AddParser) -> None:
         "patch), refusing to overwrite, then validate the cluster. The default kind is a TrainJob (Kubeflow Trainer "
         "v2) on the cluster's runtime trainyard-<fabric>, queued by Kueue; --kind pytorch|mpi|tf writes a job for "
         "the legacy v1 Training Operator. Arguments after -- go to the trainer (default: --model tiny --data "
-        "synthetic; --checkpoint-dir /checkpoints/NAME is added when missing).",
+        "synthetic; --checkpoint-dir /checkpoints/NAME is added when missing). Your own code: --command runs "
+        "your command instead (on a trainer image through `trainyard launch --run`, with the fabric; "
+        "arguments after -- are appended to it), --image another image (docs/bring-your-job.md).",
         usage="trainyard new-job NAME --cluster C [--kind trainjob|pytorch|mpi|tf] --nodes N --gpus G "
-        "[--elastic MIN:MAX] [--image-tag T] [-- TRAINER ARGS]",
+        "[--elastic MIN:MAX] [--image-tag T | --image REF] [--command 'CMD ARGS'] [-- TRAINER ARGS | -- MORE ARGS]",
     )
     p.add_argument("name", metavar="NAME", help="job name: a DNS-1035 label (lower case, digits, '-')")
     p.add_argument("--cluster", required=True, metavar="C", help="cluster folder under clusters/ and overlays/")
@@ -121,6 +123,18 @@ def register(add_parser: AddParser) -> None:
     p.add_argument("--gpus", type=int, required=True, metavar="G", help="GPUs per pod (processes per node)")
     p.add_argument("--elastic", metavar="MIN:MAX", help="--kind pytorch only: elastic between MIN and MAX nodes")
     p.add_argument("--image-tag", metavar="T", help="trainer image tag (default: the base's pinned tag)")
+    p.add_argument(
+        "--image",
+        metavar="REF",
+        help="the image, a full reference with a release tag or digest: the trainer image, one built FROM it that "
+        "the platform declares (the fabric), or any other (no fabric; needs --command)",
+    )
+    p.add_argument(
+        "--command",
+        metavar="'CMD ARGS'",
+        help="your training command, split as a shell splits words and run without a shell, e.g. "
+        "'python train.py --epochs 3' or 'python -m mypkg.train'; its checkpoint folder is $TRAINYARD_CHECKPOINT_DIR",
+    )
     p.set_defaults(func=_new_job, takes_passthrough=True)
 
 
@@ -242,7 +256,10 @@ def _new_job(args: argparse.Namespace) -> int:
         gpus=args.gpus,
         elastic=newjob.parse_elastic(args.elastic) if args.elastic else None,
         image_tag=args.image_tag,
-        trainer_args=list(args.passthrough or []),
+        # with --command the words after -- are the command's; without, the trainer's arguments
+        trainer_args=list(args.passthrough or []) if args.command is None else [],
+        image=args.image,
+        command=newjob.parse_command(args.command, args.passthrough) if args.command is not None else None,
     )
     written = newjob.create(repo, req)
     for path in written:

@@ -5,8 +5,18 @@ what is the job's own: its name, its size, the trainer's arguments and the resou
 Nothing about the fabric: the webhook adds that at admission. The default kind is a TrainJob
 (Kubeflow Trainer v2) on the cluster's runtime ``trainyard-<fabric>`` (the fabric the cluster's
 webhook applies by default); ``--kind pytorch|mpi|tf`` writes a v1 job for the legacy operator.
-The trainer's metrics port comes with the runtime or the base, so no patch here touches ports or
-env (``trainyard validate`` checks them in the pods).
+The trainer's metrics port comes with the runtime or the base, so no patch here touches ports
+(``trainyard validate`` checks them in the pods).
+
+Bringing one's own code (docs/bring-your-job.md): ``--command 'python train.py ...'`` (split as a
+POSIX shell splits words; words after ``--`` are appended) runs that command instead of
+trainyard's loop, and ``--image REF`` (a full reference, a digest or a fixed release tag) runs
+another image. On an image that carries the trainer contract (the shared trainer image, or one
+built FROM it whose repository the platform lists in the profiles' trainerImages) the command goes
+to ``trainyard launch --run -- COMMAND``, with the fabric, preflight, the NCCL transport check and
+launch's metrics; on any other image it is the container's command and the job gets no fabric
+(validate says what it loses). Either way the job's checkpoint folder is in the container's env as
+``TRAINYARD_CHECKPOINT_DIR``.
 """
 
 from __future__ import annotations
@@ -18,8 +28,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 
-from trainer import options
+from trainer import command, options
 from trainyard.contract.errors import UserError
+from trainyard.contract.images import FLOATING_FIX, floating, parse_image
 from trainyard.contract.k8s import is_dns1035_label
 from trainyard.contract.names import TRAINER_REPOSITORY, TRAINING_OPERATOR_JOB_LABEL
 from trainyard.repo.generate import runtimes
@@ -27,7 +38,7 @@ from trainyard.repo.jobs import placement
 from trainyard.repo.model import declared
 from trainyard.repo.model.declared import ClusterFacts
 from trainyard.repo.model.rendered_facts import TRAINING_NAMESPACE
-from trainyard.repo.model.repository import OVERLAYS, Repository
+from trainyard.repo.model.repository import OVERLAYS, POLICIES, Repository
 from trainyard.repo.upstream import trainjob
 from trainyard.repo.upstream.training_operator import REPLICA_TYPE_LABEL
 
@@ -51,6 +62,70 @@ class JobRequest:
     fabric: str | None = None  # TrainJob: the cluster's default fabric (its runtime is trainyard-<fabric>)
     cpu: int | None = None  # per pod; None: sized to the cluster (:func:`size_pods`)
     memory_gi: int | None = None
+    image: str | None = None  # a full reference (--image); None: the base's trainer image
+    command: list[str] | None = None  # the user's own command (--command); None: trainyard's loop
+    trainer_image: bool = True  # image carries the trainer contract (:func:`create` decides it from policies/)
+
+
+MAX_COMMAND = 65536  # characters of --command: a command line, not a script; longer settings go in a file
+SHELL_OPERATORS = frozenset({";", "&&", "||", "|", "&", ">", ">>", "<", "<<", "2>", "2>&1", "&>", "(", ")", "`"})
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def _shown(text: str, most: int = 60) -> str:
+    shown = repr(text)
+    return shown if len(shown) <= most else shown[: most - 4] + "...'"
+
+
+def parse_command(text: str, extra: list[str] | None = None) -> list[str]:
+    """``--command TEXT`` split into words as a POSIX shell splits them (quotes, backslashes), with
+    ``extra`` (the words after ``--``) appended. The words are run as they are, without a shell."""
+    where = f"--command {_shown(text)}"
+    if len(text) > MAX_COMMAND:
+        raise UserError(
+            f"--command is {len(text)} characters long (at most {MAX_COMMAND}): put long settings in a file your "
+            "command reads"
+        )
+    if "\x00" in text:
+        raise UserError(f"{where}: contains a NUL byte, which no program can receive")
+    try:
+        words = shlex.split(text, posix=True)
+    except ValueError as exc:  # "No closing quotation", "No escaped character"
+        raise UserError(
+            f"{where}: {str(exc).lower()}; it is split into words as a POSIX shell would: close the quote, or "
+            "give the arguments after -- (each one word, no quoting)"
+        ) from None
+    words += list(extra or [])
+    if not words:
+        raise UserError("--command is empty: give the command that trains, e.g. --command 'python train.py --epochs 3'")
+    operator = next((w for w in words if w in SHELL_OPERATORS), None)
+    if operator is not None:
+        raise UserError(
+            f"{where}: {operator!r} is shell syntax, but the command runs without a shell (each word is one "
+            "argument); for a shell write --command \"bash -c '...'\", or put the steps in a script"
+        )
+    if _ASSIGNMENT.match(words[0]):
+        raise UserError(
+            f"{where}: {_shown(words[0])} sets a variable, which only a shell does; set it in the job's env "
+            "(job.yaml), or write --command \"env NAME=VALUE python ...\""
+        )
+    try:
+        command.check_words(words)
+    except UserError as exc:
+        raise UserError(f"{where}: {str(exc).removeprefix('trainyard launch --run: ')}") from None
+    return words
+
+
+def check_image(image: str) -> None:
+    """A full reference that names one build: the one tag rule of validate (images.floating)."""
+    if len(image) > 512 or parse_image(image) is None:
+        raise UserError(
+            f"--image {_shown(image)} is not an image reference (registry/repository:tag or @sha256:...); give "
+            "the full reference, e.g. registry.example.com/teams/llm-finetune:v1.2.0"
+        )
+    why = floating(image)
+    if why is not None:
+        raise UserError(f"--image {image} {why}: {FLOATING_FIX}")
 
 
 def parse_elastic(text: str) -> tuple[int, int]:
@@ -102,6 +177,26 @@ def check_request(repo: Repository, req: JobRequest) -> Path:
         req.image_tag == "latest" or not re.fullmatch(r"[\w][\w.-]{0,127}", req.image_tag)
     ):
         raise UserError(f"--image-tag {req.image_tag!r}: give a version tag (not 'latest')")
+    if req.image is not None:
+        if req.image_tag is not None:
+            raise UserError("--image and --image-tag: give one (--image is the full reference, tag included)")
+        check_image(req.image)
+    if not req.trainer_image:
+        if req.command is None:
+            raise UserError(
+                f"--image {req.image}: not a trainer image (its repository is in no policies/*.yaml trainerImages), "
+                "so trainyard's loop is not in it; give the command that trains with --command"
+            )
+        if req.kind == "mpi":
+            raise UserError(
+                f"--kind mpi --image {req.image}: the MPI launcher runs mpirun in the trainer image's contract; run "
+                "an MPI job on the trainer image (or one built FROM it that the platform declares)"
+            )
+    elif req.command is not None:
+        try:
+            command.program(req.command)  # what launch --run will refuse in the pod, refused now
+        except UserError as exc:
+            raise UserError(f"--command: {str(exc).removeprefix('trainyard launch --run: ')}") from None
     folder = repo.root / OVERLAYS / req.cluster / "jobs" / req.name
     if folder.exists():
         raise UserError(f"{repo.rel(folder)} already exists; pick another name or edit that folder")
@@ -194,11 +289,19 @@ def job_patch(req: JobRequest) -> str:
         if not req.fabric:
             raise UserError(f"cluster {req.cluster}: no default fabric profile found for the TrainJob's runtime")
         ops.append(_op("replace", "/spec/runtimeRef/name", runtimes.runtime_name(req.fabric)))
-        trainer = (
-            f"\n    numNodes: {req.nodes}\n    numProcPerNode: {procs}"
-            f"\n    args:{_list(['--', *args], '      ')}\n    resourcesPerNode:{_resources(req, '      ')}"
-        )
-        if req.image_tag:
+        run_args, run_command = _program(req)
+        trainer = f"\n    numNodes: {req.nodes}\n    numProcPerNode: {procs}"
+        if run_command is not None:
+            trainer += f"\n    command:{_list(run_command, '      ')}"
+        if run_args is not None:
+            trainer += f"\n    args:{_list(run_args, '      ')}"
+        if req.command is not None:
+            trainer += f"\n    env:\n      - name: {command.ENV_CHECKPOINT_DIR}"
+            trainer += f"\n        value: {_q(checkpoint_dir(req))}"
+        trainer += f"\n    resourcesPerNode:{_resources(req, '      ')}"
+        if req.image:
+            trainer += f"\n    image: {_q(req.image)}"
+        elif req.image_tag:
             trainer += f"\n    image: {_q(f'{TRAINER_IMAGE}:{req.image_tag}')}"
         ops.append(_op("add", "/spec/trainer", trainer))
     elif req.kind == "pytorch":
@@ -222,7 +325,7 @@ def job_patch(req: JobRequest) -> str:
         else:
             ops.append(_op("replace", f"{specs}/Worker/replicas", str(req.nodes - 1)))
             types = ["Master", "Worker"]
-        ops += _container_ops(specs, types, ["--", *args], req)
+        ops += _container_ops(specs, types, req)
     elif req.kind == "tf":
         specs = "/spec/tfReplicaSpecs"
         if req.nodes == 1:
@@ -231,36 +334,71 @@ def job_patch(req: JobRequest) -> str:
         else:
             ops.append(_op("replace", f"{specs}/Worker/replicas", str(req.nodes - 1)))
             types = ["Chief", "Worker"]
-        ops += _container_ops(specs, types, ["--", *args], req)
+        ops += _container_ops(specs, types, req)
     else:
         specs = "/spec/mpiReplicaSpecs"
         ranks = req.nodes * procs
-        script = (
+        ranks_env = (
             "RANK=$OMPI_COMM_WORLD_RANK LOCAL_RANK=$OMPI_COMM_WORLD_LOCAL_RANK WORLD_SIZE=$OMPI_COMM_WORLD_SIZE "
-            f"MASTER_ADDR={req.name}-worker-0.{req.name} MASTER_PORT=29500 exec python -m trainer train "
-            + shlex.join(args)
+            f"MASTER_ADDR={req.name}-worker-0.{req.name} MASTER_PORT=29500 "
         )
+        if req.command is None:
+            script = ranks_env + "exec python -m trainer train " + shlex.join(args)
+        else:  # each rank runs the user's command itself: mpirun starts the ranks, not torchrun
+            folder = f"{command.ENV_CHECKPOINT_DIR}={shlex.quote(checkpoint_dir(req))} "
+            script = ranks_env + folder + "exec " + shlex.join(req.command)
         ops.append(_op("replace", "/spec/slotsPerWorker", str(procs)))
         ops.append(_op("replace", f"{specs}/Worker/replicas", str(req.nodes)))
         launcher = ["-np", str(ranks), "--bind-to", "none", "--map-by", "slot", "sh", "-c", script]
         ops.append(_op("add", f"{specs}/Launcher/template/spec/containers/0/args", _list(launcher, "    ")))
         ops.append(_op("add", f"{specs}/Worker/template/spec/subdomain", req.name))
         ops.append(_op("add", f"{specs}/Worker/template/spec/containers/0/resources", _resources(req, "    ")))
+        if req.image:
+            for rtype in ("Launcher", "Worker"):
+                ops.append(_op("replace", f"{specs}/{rtype}/template/spec/containers/0/image", _q(req.image)))
     return head + "".join(ops)
 
 
-def _container_ops(specs: str, types: list[str], args: list[str], req: JobRequest) -> list[str]:
+def checkpoint_dir(req: JobRequest) -> str:
+    return f"/checkpoints/{req.name}"  # on the checkpoints volume of the runtimes and the job bases
+
+
+def _env_entry(req: JobRequest, indent: str) -> str:
+    return f"\n{indent}name: {command.ENV_CHECKPOINT_DIR}\n{indent}value: {_q(checkpoint_dir(req))}"
+
+
+def _program(req: JobRequest) -> tuple[list[str] | None, list[str] | None]:
+    """(the container's args, its command; None: the base's) for what the job runs."""
+    if req.command is None:
+        return ["--", *trainer_args(req)], None
+    if req.trainer_image:  # the image's entrypoint (the base's command) is trainyard launch
+        return ["--run", "--", *req.command], None
+    return None, list(req.command)  # no trainyard in the image: the command is the container's
+
+
+def _container_ops(specs: str, types: list[str], req: JobRequest) -> list[str]:
+    """The v1 replicas' container: each replica type gets the same fields (YAML anchors on the first)."""
+    run_args, run_command = _program(req)
+    fields: list[tuple[str, str, str]] = []  # (op, path under the container, value)
+    if run_command is not None:
+        fields.append(("replace", "command", _list(run_command, "    ")))
+    if run_args is not None:
+        fields.append(("add", "args", _list(run_args, "    ")))
+    fields.append(("add", "resources", _resources(req, "    ")))
+    if req.command is not None:
+        fields.append(("add", "env/-", _env_entry(req, "    ")))
+    if req.image:
+        fields.append(("replace", "image", _q(req.image)))
     ops = []
     for i, rtype in enumerate(types):
         base = f"{specs}/{rtype}/template/spec/containers/0"
-        if i == 0:
-            anchor_args = "&args" if len(types) > 1 else ""
-            anchor_res = "&resources" if len(types) > 1 else ""
-            ops.append(_op("add", f"{base}/args", anchor_args + _list(args, "    ")))
-            ops.append(_op("add", f"{base}/resources", anchor_res + _resources(req, "    ")))
-        else:
-            ops.append(_op("add", f"{base}/args", "*args"))
-            ops.append(_op("add", f"{base}/resources", "*resources"))
+        for op, path, value in fields:
+            anchor = path.split("/")[0]
+            if i == 0:
+                mark = (f"&{anchor}" + ("" if value.startswith("\n") else " ")) if len(types) > 1 else ""
+                ops.append(_op(op, f"{base}/{path}", mark + value))
+            else:
+                ops.append(_op(op, f"{base}/{path}", f"*{anchor}"))
     return ops
 
 
@@ -310,8 +448,19 @@ def service(req: JobRequest) -> str:
     )
 
 
+def is_trainer_image(repo: Repository, image: str) -> bool:
+    """Whether ``image`` carries the trainer contract: its repository is in the profiles' trainerImages
+    (the one identity rule, as admission decides it)."""
+    from webhook.policy import load_policies
+
+    policies = load_policies(repo.root / POLICIES)
+    return any((p := policies.get(n)) is not None and p.is_trainer_image(image) for n in policies.names)
+
+
 def create(repo: Repository, req: JobRequest) -> list[Path]:
     """Write the job folder; return the files written (the caller validates the cluster)."""
+    if req.image is not None and parse_image(req.image) is not None:
+        req.trainer_image = is_trainer_image(repo, req.image)
     folder = check_request(repo, req)
     from trainyard.repo.jobs import preview
 

@@ -74,13 +74,7 @@ def check_images(ctx: ClusterCheck, jp: preview.JobPreview) -> None:
             side.setdefault(str(c.get("name")), {}).setdefault(image, []).append(pod.name)
     if not trainer and jp.pods:
         images = sorted({i for by_image in other.values() for i in by_image})
-        ctx.warn(
-            jp.job.where(),
-            f"no pod of this job runs a trainer image ({', '.join(_repos(ctx))}; it runs {', '.join(images)}): the "
-            "webhook gives it no fabric (no NCCL settings, fabric attachment, /dev/shm or RDMA), so it talks over "
-            "the pod network; use the trainer image unless that is what you want",
-            jp.job.describe(),
-        )
+        ctx.warn(jp.job.where(), foreign_image_message(images, _repos(ctx)), jp.job.describe())
         return
     for name, images in other.items():
         if name not in trainer:
@@ -98,6 +92,21 @@ def check_images(ctx: ClusterCheck, jp: preview.JobPreview) -> None:
                 "trainer image in every replica",
                 jp.job.describe(),
             )
+
+
+def foreign_image_message(images: list[str], repositories: list[str]) -> str:
+    """What a job none of whose pods runs a trainer image loses, and the two ways to opt in
+    (docs/bring-your-job.md). A warning, not an error: such a job runs, over the pod network."""
+    return (
+        f"no pod of this job runs a trainer image (it runs {', '.join(images)}; the trainer images are the "
+        f"repositories {', '.join(repositories)}), so admission gives it no fabric. It loses: the fabric's NCCL "
+        "env (NCCL_SOCKET_IFNAME and the rest), the fabric attachment net1 (it talks over the pod network), "
+        "IPC_LOCK, a memory-backed /dev/shm sized to its GPUs, the RDMA resources, the fabric's tolerations and "
+        "topology, and trainyard launch's preflight, NCCL transport check and metrics. To have them, run your "
+        "command on the trainer image (trainyard new-job --command '...' writes `trainyard launch --run -- ...`), "
+        "or build your image FROM the trainer image and ask the platform to list its repository in the "
+        "trainerImages of every policies/*.yaml (docs/bring-your-job.md)"
+    )
 
 
 def _repos(ctx: ClusterCheck) -> list[str]:
