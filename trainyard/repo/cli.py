@@ -267,6 +267,9 @@ def _new_job(args: argparse.Namespace) -> int:
     report = validate.validate(repo, [req.cluster])
     _print_problems(report.problems, quiet=True)
     folder = repo.rel(written[0].parent)
+    # the new folder's own warnings too (what a job on its own image loses, an unscraped port)
+    mine = (f"{folder} ", f"{folder}/")
+    _print_problems([p for p in report.warnings() if p.where == folder or p.where.startswith(mine)], quiet=False)
     for jp in report.previews.get(req.cluster, []):
         if jp.job.source == folder:
             sys.stdout.write("\n" + preview.format_job(jp))

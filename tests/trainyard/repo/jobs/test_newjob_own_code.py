@@ -90,6 +90,19 @@ def test_the_cli_splits_the_command_and_appends_the_words_after_the_separator(re
     assert f"name: {ENV_CHECKPOINT_DIR}" in text
 
 
+def test_the_cli_shows_what_a_job_on_another_image_loses(repo_copy, capsys, monkeypatch):
+    """Kueue's sample PyTorchJob (kubernetes-sigs/kueue site/static/examples/jobs/sample-pytorchjob.yaml)."""
+    monkeypatch.chdir(repo_copy.root)
+    kustomize.clear_cache()
+    argv = ["new-job", "pytorch-simple", "--cluster", "dev", "--kind", "pytorch", "--nodes", "2", "--gpus", "0",
+            "--image", "docker.io/kubeflowkatib/pytorch-mnist:v1beta1-45c5727",
+            "--command", "python3 /opt/pytorch-mnist/mnist.py --epochs=1"]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "warning: [dev] overlays/dev/jobs/pytorch-simple " in out and LOSES in out
+    assert "pod pytorch-simple-worker-0: skip: no container runs a trainer image" in out
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
