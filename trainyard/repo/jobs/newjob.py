@@ -107,7 +107,7 @@ def parse_command(text: str, extra: list[str] | None = None) -> list[str]:
     if _ASSIGNMENT.match(words[0]):
         raise UserError(
             f"{where}: {_shown(words[0])} sets a variable, which only a shell does; set it in the job's env "
-            "(job.yaml), or write --command \"env NAME=VALUE python ...\""
+            '(job.yaml), or write --command "env NAME=VALUE python ..."'
         )
     try:
         command.check_words(words)
