@@ -11,7 +11,9 @@ refuses must be refused, with the cause validate named; every other pod must be 
 validate says is admitted but never starts, for a network, scheduler, claim or node selection, is
 admitted here too: the dry run cannot show the wait, validate's message names it.)
 
-The job namespace's quota is already partly used by the repository's jobs, which the controllers
+What a job's controller makes before its pods and a dry run of the job does not (the MPI
+launcher's ServiceAccount) is made for the while, in its stead. The job namespace's quota is
+already partly used by the repository's jobs, which the controllers
 run: for the dry runs its hard limits are raised by what is used, so each pod is judged against the
 quota as if nothing else ran, which is what validate judges.
 """
@@ -141,33 +143,66 @@ def _judge_on_cluster(
     jobs = [jp for jp in report.previews[cluster] if jp.job.source == folder]
     for jp in jobs:
         refusals = _refusals(jp, objects)
-        for pod in jp.pods:
-            namespace = (pod.before.get("metadata") or {}).get("namespace") or TRAINING_NAMESPACE
-            said = refusals[pod.name]
-            for _, message in said:
-                if message not in errors:
-                    disagreements.append(f"{folder}: pod {pod.name}: validate did not report {message!r}")
-            judged += 1
+        with _made_by_the_controller(kube, jp):
+            judged += _send(kube, jp, refusals, errors, folder, disagreements)
+    return disagreements, judged
+
+
+@contextlib.contextmanager
+def _made_by_the_controller(kube: Kube, jp: preview.JobPreview):
+    """The ServiceAccounts a job's controller makes before its pods (the MPI launcher's), made here
+    in its stead while the job's pods are sent: a dry run of the job makes nothing."""
+    namespace = jp.job.namespace or TRAINING_NAMESPACE
+    made = []
+    for kind, name in jp.created:
+        if kind == "ServiceAccount":
+            account = {"apiVersion": "v1", "kind": kind, "metadata": {"name": name, "namespace": namespace}}
             try:
-                kube.create(_dry_run_body(pod.before, namespace), dry_run=True)
+                kube.create(account)
             except ApiError as exc:
-                if not said:
-                    disagreements.append(
-                        f"{folder}: pod {pod.name}: validate admits it, kube-apiserver refuses it: {exc}"
-                    )
-                elif not any(cause.lower() in exc.message.lower() for cause, _ in said):
-                    causes = "; ".join(m for _, m in said)
-                    disagreements.append(
-                        f"{folder}: pod {pod.name}: kube-apiserver refuses it for another cause: {exc} "
-                        f"(validate: {causes})"
-                    )
+                if exc.code != 409:  # already there: the repository's own job's controller made it
+                    raise
                 continue
-            if said:
+            made.append(account)
+    try:
+        yield
+    finally:
+        for account in made:
+            kube.delete(account)
+
+
+def _send(
+    kube: Kube,
+    jp: preview.JobPreview,
+    refusals: dict[str, list[tuple[str, str]]],
+    errors: list[str],
+    folder: str,
+    disagreements: list[str],
+) -> int:
+    """Each pod of ``jp`` as a dry run; what differs from validate's verdict goes to ``disagreements``."""
+    judged = 0
+    for pod in jp.pods:
+        namespace = (pod.before.get("metadata") or {}).get("namespace") or TRAINING_NAMESPACE
+        said = refusals[pod.name]
+        for _, message in said:
+            if message not in errors:
+                disagreements.append(f"{folder}: pod {pod.name}: validate did not report {message!r}")
+        judged += 1
+        try:
+            kube.create(_dry_run_body(pod.before, namespace), dry_run=True)
+        except ApiError as exc:
+            if not said:
+                disagreements.append(f"{folder}: pod {pod.name}: validate admits it, kube-apiserver refuses it: {exc}")
+            elif not any(cause.lower() in exc.message.lower() for cause, _ in said):
                 causes = "; ".join(m for _, m in said)
                 disagreements.append(
-                    f"{folder}: pod {pod.name}: validate refuses it ({causes}); kube-apiserver admits it"
+                    f"{folder}: pod {pod.name}: kube-apiserver refuses it for another cause: {exc} (validate: {causes})"
                 )
-    return disagreements, judged
+            continue
+        if said:
+            causes = "; ".join(m for _, m in said)
+            disagreements.append(f"{folder}: pod {pod.name}: validate refuses it ({causes}); kube-apiserver admits it")
+    return judged
 
 
 @pytest.mark.parametrize("cluster", ["dev", "prod-roce", "prod-ib"])
