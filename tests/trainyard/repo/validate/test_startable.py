@@ -393,3 +393,15 @@ def test_generated_pods_get_a_verdict(p, sa, limit_range):
         p.setdefault("spec", {})["serviceAccountName"] = sa
     for f in judge(p, objects(NAD, limit_range=limit_range)):
         assert isinstance(f.refused, bool) and f.message
+
+
+def test_an_extended_resource_no_pool_has_is_named():
+    p = pod(container(limits={"rdma/rdma_shared_device_eth": "1", "nvidia.com/gpu": "1"}))
+    fit = placement.node_fit(p, facts())
+    assert (fit.pool, fit.absent, fit.short) == (
+        None,
+        ("rdma/rdma_shared_device_eth",),
+        "rdma/rdma_shared_device_eth 1",
+    )
+    # a native resource no pool declares (ephemeral-storage) is not judged
+    assert placement.node_fit(pod(container(limits={"ephemeral-storage": "1Ti"})), facts()).pool is not None
