@@ -485,3 +485,29 @@ def test_only_kube_apiserver_may_call_the_webhook(clusters, dev):
 
     assert answer(client_cert=True).startswith(b"HTTP/1.1 200")  # kube-apiserver's certificate
     assert answer(client_cert=False) == b""
+
+
+# --- an image built FROM the trainer image, declared in every profile's trainerImages -------------
+
+DECLARED = "registry.example.com/teams/llm-finetune"
+
+
+@pytest.mark.parametrize("cluster", ["dev", "prod-ib"])
+def test_a_declared_image_built_from_the_trainer_image_gets_the_fabric(clusters, cluster):
+    """In webhook mode (dev) and policy mode (prod-ib), in the job namespace with its pod security
+    policy: the API server stores the engine's pod for the declared repository in any spelling the
+    identity rule folds, and leaves a look-alike without a fabric."""
+    kube = clusters.kube(cluster)
+    _plain_namespace(kube)
+    policies, default = load_policies(REPO_ROOT / "policies"), _default_fabric(cluster)
+    template = _job_pods(cluster)[0]
+    cases = [(f"{DECLARED}:v1.4.0", True), ("REGISTRY.example.com:443/teams/llm-finetune:v1.4.0", True),
+             ("registry.example.com/teams/llm-finetune-x:v1.4.0", False)]  # fmt: skip
+    for image, trainer in cases:
+        pod = copy.deepcopy(template)
+        for c in pod["spec"]["containers"]:
+            if policies.get(default).is_trainer_image(c.get("image")):
+                c["image"] = image
+        got = assert_same(kube, pod, policies, default, JOBS)
+        assert (NETWORKS in got["metadata"].get("annotations", {})) is trainer, image
+    kube.close()
