@@ -9,18 +9,19 @@ quota refuses them. LimitRanger fills what a container leaves out before the quo
 (plugin/pkg/admission/limitranger/admission.go, mergeContainerResources); Kueue applies the same
 defaults when it sizes a Workload. The quota keeps bounding the namespace's totals.
 
-What a container that says nothing gets: one GPU's share of the smallest node, a node counted as
-at least 8 shares (so a small node's share stays a fraction of it):
+What a container that says nothing gets, from the smallest node of the cluster's pools:
 
-- ``defaultRequest`` cpu and memory: that share (what the scheduler and the quota reserve);
-- ``default`` (the limit) memory: the same share, so a defaulted container is charged the same
-  under limits.memory and cannot take more than it reserved; no cpu limit (a cpu limit throttles a
-  data loader and buys nothing the quota needs).
+- ``defaultRequest`` cpu and memory: a 64th of that node (what the scheduler, the quota and Kueue
+  reserve). Small on purpose: Kueue fills a missing request from the LimitRange before it looks
+  at the container's limit (kubernetes-sigs/kueue pkg/workload/resources.go AdjustResources:
+  handleLimitRange, then UseLimitsAsMissingRequestsInPod) and never admits a workload whose
+  request then exceeds its limit ("requests must not exceed its limits"), so a default request
+  must stay below any limit a job writes alone (``trainyard new-job`` writes at least 4 CPUs and
+  16Gi);
+- ``default`` (the limit) memory: one GPU's share of that node, the node counted as at least 8
+  shares: what a container that says nothing may use, and what limits.memory charges it; no cpu
+  limit (a cpu limit throttles a data loader and buys nothing the quota needs).
 
-A container that gives only a limit gets its request from it (kube-apiserver's defaulting,
-pkg/apis/core/v1/defaults.go SetDefaults_Pod, before admission); one that gives a memory request
-above the default limit and no limit is refused ("must be less than or equal to memory limit",
-pkg/apis/core/validation/validation.go validateResourceRequirements): ``trainyard validate`` says so.
 """
 
 from __future__ import annotations
@@ -37,28 +38,31 @@ FILE = "limitrange.yaml"
 FOLDER = "namespaces"  # overlays/<cluster>/platform/namespaces, beside the quota
 GPU = "nvidia.com/gpu"
 MIN_SHARES = 8
+REQUEST_SHARES = 64  # the default request: a 64th of the smallest node
 MIB = 1 << 20
 
 
-def share(pool: declared.NodePool, resource: str) -> Decimal:
-    """One GPU's share of a node of ``pool`` (a node counted as at least MIN_SHARES shares)."""
-    shares = max(pool.amount(GPU), Decimal(MIN_SHARES))
-    return pool.amount(resource) / shares
+def _smallest(facts: declared.ClusterFacts, resource: str, shares: int | None) -> Decimal:
+    """The smallest node's ``resource`` over its shares (a GPU's share when ``shares`` is None)."""
+    return min(
+        p.amount(resource) / (Decimal(shares) if shares else max(p.amount(GPU), Decimal(MIN_SHARES)))
+        for p in facts.spec.node_pools
+    )
 
 
 def defaults(facts: declared.ClusterFacts) -> dict[str, str]:
-    """cpu (whole millicores) and memory (whole MiB) a container gets when it names neither."""
-    cpu = min(share(p, "cpu") for p in facts.spec.node_pools)
-    memory = min(share(p, "memory") for p in facts.spec.node_pools)
-    millis = int((cpu * 1000).to_integral_value(ROUND_FLOOR))
-    mib = int((memory / MIB).to_integral_value(ROUND_FLOOR))
-    if millis < 1 or mib < 1:
+    """The default request (``cpu``, ``memory``: whole millicores and MiB) and memory limit
+    (``limit.memory``) of a container that names neither."""
+    cpu = int((_smallest(facts, "cpu", REQUEST_SHARES) * 1000).to_integral_value(ROUND_FLOOR))
+    memory = int((_smallest(facts, "memory", REQUEST_SHARES) / MIB).to_integral_value(ROUND_FLOOR))
+    limit = int((_smallest(facts, "memory", None) / MIB).to_integral_value(ROUND_FLOOR))
+    if cpu < 1 or memory < 1:
         raise declared.DeclarationError(
-            f"spec.nodePools: the smallest node has {cpu * MIN_SHARES} cpu and {memory * MIN_SHARES} bytes of "
-            "memory; too little to give a container a default request: declare what a node can allocate"
+            "spec.nodePools: the smallest node is too small to give a container a default request (a "
+            f"{REQUEST_SHARES}th of its cpu and memory): declare what a node can allocate"
         )
-    cpu_text = str(millis // 1000) if millis % 1000 == 0 else f"{millis}m"
-    return {"cpu": cpu_text, "memory": format_bytes(mib * MIB)}
+    cpu_text = str(cpu // 1000) if cpu % 1000 == 0 else f"{cpu}m"
+    return {"cpu": cpu_text, "memory": format_bytes(memory * MIB), "limit.memory": format_bytes(limit * MIB)}
 
 
 def objects(facts: declared.ClusterFacts, namespace: str) -> list[dict]:
@@ -72,7 +76,7 @@ def objects(facts: declared.ClusterFacts, namespace: str) -> list[dict]:
                 "limits": [
                     {
                         "type": "Container",
-                        "default": {"memory": d["memory"]},
+                        "default": {"memory": d["limit.memory"]},
                         "defaultRequest": {"cpu": d["cpu"], "memory": d["memory"]},
                     }
                 ]
@@ -85,6 +89,7 @@ def render(facts: declared.ClusterFacts, namespace: str, source: str) -> str:
     head = (
         f"# Generated by `trainyard generate` from {source}; do not edit (trainyard validate fails when this\n"
         "# file differs from what the cluster's declared facts generate). What a container of a job gets when\n"
-        "# it names no cpu or memory: one GPU's share of the smallest node (docs/trainer-v2-kueue.md).\n"
+        "# it names no cpu or memory: a 64th of the smallest node as its request, one GPU's share of it as its\n"
+        "# memory limit (docs/trainer-v2-kueue.md).\n"
     )
     return head + yaml.safe_dump_all(objects(facts, namespace), sort_keys=False, width=120)

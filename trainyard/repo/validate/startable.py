@@ -19,7 +19,11 @@ what kube-apiserver itself decides, in its order (k8s.io/kubernetes@v1.36.3):
   (apiserver pkg/admission/plugin/resourcequota/controller.go CheckRequest: "exceeded quota"); a
   whole job against the quota is :mod:`trainyard.repo.validate.capacity`'s.
 
-Then what makes a created pod wait for ever:
+Then what makes a created pod wait for ever, or its job never get pods:
+
+- a job queued by Kueue whose container gives a limit without a request below the LimitRange's
+  default request: Kueue takes the default as the request and never admits the job
+  (kubernetes-sigs/kueue pkg/workload/resources.go AdjustResources);
 
 - a ``schedulerName`` no scheduler of the cluster answers (``default-scheduler``, or one the
   cluster's facts declare in ``spec.schedulers``);
@@ -47,7 +51,7 @@ from trainyard.repo.jobs import placement, preview
 from trainyard.repo.model import declared
 from trainyard.repo.model.nad import is_nad
 from trainyard.repo.model.rendered import Resource, as_dict, as_list, dig
-from trainyard.repo.upstream import training_operator, trainjob
+from trainyard.repo.upstream import kueue, training_operator, trainjob
 from trainyard.repo.validate import ClusterCheck
 
 DEFAULT_SCHEDULER = "default-scheduler"  # pkg/apis/core/v1/defaults.go SetDefaults_PodSpec
@@ -291,8 +295,37 @@ def _judge_pod(
             f"{', '.join(objects.schedulers)}; clusters/{jp.cluster}/cluster.yaml spec.schedulers): the pod stays "
             "Pending for ever; remove schedulerName (Kueue queues the job, the default scheduler places its pods)",
         )
+    out += [Finding(name, False, "kueue", f"pod {name}: {m}") for m in _kueue_problems(objects, jp, after, ns)]
     out += [Finding(name, False, "network", f"pod {name}: {m}") for m in _network_problems(objects, pod, ns)]
     out += [Finding(name, False, "not found", f"pod {name}: {m}") for m in _reference_problems(objects, pod, ns, made)]
+    return out
+
+
+def _kueue_problems(objects: ClusterObjects, jp: preview.JobPreview, pod: dict, ns: str) -> list[str]:
+    """Kueue fills a container's missing request from the LimitRange before it looks at the
+    container's limit, and never admits a workload whose request then exceeds its limit
+    (kubernetes-sigs/kueue pkg/workload/resources.go AdjustResources: handleLimitRange before
+    UseLimitsAsMissingRequestsInPod; ValidateResources "requests must not exceed its limits")."""
+    if not as_dict(jp.job.labels).get(kueue.QUEUE_LABEL):
+        return []
+    out = []
+    for lr in objects.limit_ranges.get(ns, []):
+        default_requests, _ = placement.limit_range_defaults(lr)
+        for group, i, c in _containers(pod):
+            res = as_dict(c.get("resources"))
+            limits, requests = as_dict(res.get("limits")), as_dict(res.get("requests"))
+            for key, limit in limits.items():
+                default = default_requests.get(str(key))
+                if key in requests or default is None:
+                    continue
+                have, given = _quantity(limit), _quantity(default)
+                if have is not None and given is not None and given > have:
+                    cname = str(c.get("name") or f"#{i}")
+                    out.append(
+                        f"spec.{group}[{i}] ({cname}).resources.limits[{key}]: {limit} with no request; Kueue takes "
+                        f"the request from the namespace's LimitRange ({default}), above the limit, and never admits "
+                        f"the job: set requests {key}: {limit} too in {container_field(jp, pod, group, cname)}"
+                    )
     return out
 
 

@@ -344,17 +344,29 @@ def test_validate_refuses_a_gpu_request_without_a_limit(repo_copy):
 # --- the generated LimitRange ---------------------------------------------------------------------
 
 
-def test_the_defaults_are_one_gpus_share_of_the_smallest_node(repo):
-    assert limits.defaults(declared.load(repo, "dev")) == {"cpu": "2", "memory": "8Gi"}
-    assert limits.defaults(declared.load(repo, "prod-ib")) == {"cpu": "16", "memory": "128Gi"}
+def test_the_defaults_come_from_the_smallest_node(repo):
+    assert limits.defaults(declared.load(repo, "dev")) == {"cpu": "250m", "memory": "1Gi", "limit.memory": "8Gi"}
+    assert limits.defaults(declared.load(repo, "prod-ib")) == {"cpu": "2", "memory": "16Gi", "limit.memory": "128Gi"}
     pools = [
         {"name": "a", "count": 1, "allocatable": {"cpu": "3", "memory": "10Gi"}},
         {"name": "b", "count": 1, "allocatable": {"cpu": "64", "memory": "1Ti", "nvidia.com/gpu": "16"}},
     ]
-    assert limits.defaults(facts(nodePools=pools)) == {"cpu": "375m", "memory": "1280Mi"}
+    assert limits.defaults(facts(nodePools=pools)) == {"cpu": "46m", "memory": "160Mi", "limit.memory": "1280Mi"}
     tiny = [{"name": "a", "count": 1, "allocatable": {"cpu": "1m", "memory": "1Ki"}}]
-    with pytest.raises(declared.DeclarationError, match="too little"):
+    with pytest.raises(declared.DeclarationError, match="too small"):
         limits.defaults(facts(nodePools=tiny))
+
+
+def test_a_queued_job_with_a_limit_below_the_default_request_is_never_admitted_by_kueue():
+    p = pod(container(limits={"cpu": "1", "memory": "16Gi"}))
+    jp = job_preview(p)
+    jp.job.doc["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "training"}
+    (message,) = stuck(startable.judge(objects(), jp))
+    assert "limits[cpu]: 1 with no request; Kueue takes the request from the namespace's LimitRange (2)" in message
+    assert "set requests cpu: 1 too in spec.pytorchReplicaSpecs.Worker" in message
+    assert startable.judge(objects(), job_preview(p)) == []  # not queued: the API server defaults it from the limit
+    p["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "1"}
+    assert startable.judge(objects(), jp) == []
 
 
 # --- hostile pods ---------------------------------------------------------------------------------
