@@ -71,9 +71,9 @@ def _refusals(jp: preview.JobPreview, objects: startable.ClusterObjects) -> dict
         said = out[pod.name]
         problems = pod.problems()
         if pod.action == "deny":
-            said += [("fabric.trainyard.dev", m) for m in problems if "the webhook denies it" in m]
+            said += [("fabric.trainyard.dev", m) for m in problems if f"{pod.by} denies it" in m]
         if pod.vap_after is not None:
-            said += [(VAP_NAME, f"pod {pod.name}: the admission policy rejects it after the webhook: {m}")
+            said += [(VAP_NAME, f"pod {pod.name}: the admission policy rejects it after {pod.by}: {m}")
                      for m in pod.vap_after.failures]  # fmt: skip
         for d in pod.denied:
             policy, _, message = d.partition(": ")

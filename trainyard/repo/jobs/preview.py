@@ -79,22 +79,23 @@ class PodPreview:
     # the pod's own fabric settings that admission would rewrite or that conflict (fabric_settings.py)
     conflicts: list[str] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)  # the same, where the job still runs as it says
+    by: str = "the webhook"  # what mutates it: the webhook, or on admission: policy clusters the policies
 
     def problems(self) -> list[str]:
         """What would go wrong at admission, in words."""
         out = [f"pod {self.name}: {c}" for c in self.conflicts]
         if self.action == "deny":
-            out.append(f"pod {self.name}: the webhook denies it: {self.reason}")
+            out.append(f"pod {self.name}: {self.by} denies it: {self.reason}")
         if self.vap_after and self.vap_after.failures:
             out += [
-                f"pod {self.name}: the admission policy rejects it after the webhook: {m}"
+                f"pod {self.name}: the admission policy rejects it after {self.by}: {m}"
                 for m in self.vap_after.failures
             ]
         trainer = self.vap_before is not None and self.vap_before.matched
         if trainer and self.vap_before is not None and not self.vap_before.failures:
             out.append(
-                f"pod {self.name}: the admission policy admits it even without the webhook; "
-                "it would not catch a webhook outage for this pod"
+                f"pod {self.name}: the admission policy admits it even without {self.by}; "
+                f"it would not catch {self.by} failing for this pod"
             )
         out += [f"pod {self.name}: {e}" for e in self.schema_errors]
         for d in self.denied:
@@ -197,6 +198,7 @@ def preview_pod(pod: dict, ctx: Context, env_field: str = "") -> PodPreview:
     namespace = (pod.get("metadata") or {}).get("namespace") or "default"
     out = PodPreview(name=name, before=pod, after=pod, action="skip", profile=None)
     if ctx.harness is not None:
+        out.by = "the MutatingAdmissionPolicies"
         _admit_by_policy(out, pod, namespace, ctx)
         _own_settings(out, ctx, namespace, env_field)
         return _admitted(out, ctx)
@@ -496,7 +498,7 @@ def format_job(jp: JobPreview, *, diff: bool = False) -> str:
         if pod.vap_before is not None and pod.vap_before.matched:
             before = "rejected" if pod.vap_before.failures else "ADMITTED"
             after = "admitted" if pod.vap_after and not pod.vap_after.failures else "REJECTED"
-            lines.append(f"  admission policy: without the webhook {before}; after the webhook {after}")
+            lines.append(f"  admission policy: without {pod.by} {before}; after {pod.by} {after}")
         elif pod.vap_before is not None:
             lines.append("  admission policy: does not apply (not a trainer pod)")
         for name in pod.policies:

@@ -414,9 +414,49 @@ def _patch_value(s: Scan, file: Path, path: str, value: yaml.Node, kind: str | N
         _nested_metadata(s, file, value, offset)
 
 
+# Kinds of upstream examples that trainyard clusters do not run as written: what to write instead.
+INSTEAD: dict[tuple[str, str], str] = {
+    ("jobset.x-k8s.io", "JobSet"): (
+        "a bare JobSet gets no runtime, no fabric-aware placement and no trainer contract: write a TrainJob "
+        "(trainyard new-job NAME --cluster C), which Kubeflow Trainer turns into a JobSet from the cluster's runtime"
+    ),
+    ("batch.volcano.sh", "Job"): (
+        "Volcano is not installed on trainyard clusters (Kueue queues and admits whole jobs here): write a TrainJob "
+        "(trainyard new-job) or a PyTorchJob (trainyard new-job --kind pytorch)"
+    ),
+    ("trainer.kubeflow.org", "ClusterTrainingRuntime"): (
+        "runtimes are the platform's, one per fabric, generated from policies/ (base/runtimes): name the cluster's "
+        "runtime in spec.runtimeRef (trainyard-<fabric>) and put what is the job's own in the TrainJob (spec.trainer, "
+        "spec.runtimePatches); see docs/bring-your-job.md"
+    ),
+    ("trainer.kubeflow.org", "TrainingRuntime"): (
+        "runtimes are the platform's, one per fabric, generated from policies/ (base/runtimes): name the cluster's "
+        "ClusterTrainingRuntime in spec.runtimeRef and put what is the job's own in the TrainJob (spec.trainer, "
+        "spec.runtimePatches); see docs/bring-your-job.md"
+    ),
+}
+
+
+def _instead(s: Scan, file: Path, doc: yaml.Node, kind: str | None, meta: yaml.Node | None, line: int) -> None:
+    api = rawyaml.scalar(rawyaml.get(doc, "apiVersion")) or ""
+    advice = INSTEAD.get((api.partition("/")[0], kind or ""))
+    if advice:
+        s.err(file, f"{kind} ({api}): {advice}", line)
+    named = isinstance(meta, yaml.MappingNode) and rawyaml.get(meta, "name") is not None
+    if isinstance(meta, yaml.MappingNode) and rawyaml.get(meta, "generateName") is not None and not named:
+        s.err(
+            file,
+            "metadata.generateName without metadata.name: kustomize cannot build an object without a name and "
+            "Argo CD tracks every object by its name; give it a fixed metadata.name (a new run is a new name "
+            "or a new folder)",
+            line,
+        )
+
+
 def _object(s: Scan, file: Path, doc: yaml.Node, offset: int = 0) -> None:
     kind = rawyaml.scalar(rawyaml.get(doc, "kind"))
     meta = rawyaml.get(doc, "metadata")
+    _instead(s, file, doc, kind, meta, offset + rawyaml.line(doc))
     if meta is not None:
         _metadata(s, file, meta, kind, offset, named=True)
     for key in ("spec", "data", "stringData"):

@@ -229,7 +229,12 @@ def check_template_fabric(ctx: ClusterCheck, r: Resource, path: str, tpl: dict) 
         ctx.err(
             r.where(),
             f"{path}.metadata.labels[{FABRIC_LABEL}]: unknown fabric profile {wanted!r} "
-            f"(known: {', '.join(ctx.policies.names)}); the webhook would deny the pods",
+            f"(known: {', '.join(ctx.policies.names)}); "
+            + (
+                "no MutatingAdmissionPolicy gives the pods a fabric, and the admission policy refuses them"
+                if ctx.facts.mode == "policy"
+                else "the webhook would deny the pods"
+            ),
             r.describe(),
         )
     elif f"fabric.{wanted}" not in ctx.facts.params_data:

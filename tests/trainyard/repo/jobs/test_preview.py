@@ -59,7 +59,8 @@ def test_preview_of_each_example_job(repo, path, pods, expected):
     for item in expected:
         assert item in lines, lines
     text = preview.format_job(jp)
-    assert "without the webhook rejected; after the webhook admitted" in text
+    by = "the MutatingAdmissionPolicies" if "prod-ib" in path else "the webhook"  # prod-ib: admission: policy
+    assert f"without {by} rejected; after {by} admitted" in text
 
 
 def test_preview_cli_with_diff(repo, capsys, monkeypatch):

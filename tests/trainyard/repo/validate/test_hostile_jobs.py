@@ -239,3 +239,27 @@ def test_a_trainjob_quantity_written_as_a_number_is_refused(repo_copy):
     _replace(repo_copy, f"{SMOKE}/job.yaml", 'nvidia.com/gpu: "1"', "nvidia.com/gpu: 1")
     errors = errors_of(validate.validate(repo_copy, ["dev"]))
     assert any("resourcesPerNode.limits.nvidia.com/gpu: 1 is a number" in e and '("1")' in e for e in errors), errors
+
+
+@pytest.mark.parametrize(
+    ("doc", "says"),
+    [
+        ("apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\nmetadata: {name: js}\nspec: {replicatedJobs: []}\n",
+         "a bare JobSet gets no runtime"),
+        ("apiVersion: batch.volcano.sh/v1alpha1\nkind: Job\nmetadata: {name: vj}\nspec: {tasks: []}\n",
+         "Volcano is not installed on trainyard clusters"),
+        ("apiVersion: trainer.kubeflow.org/v1alpha1\nkind: ClusterTrainingRuntime\nmetadata: {name: mine}\nspec: {}\n",
+         "runtimes are the platform's"),
+        ("apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainingRuntime\nmetadata: {name: mine}\nspec: {}\n",
+         "runtimes are the platform's"),
+        ("apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {generateName: run-}\nspec: {}\n",
+         "metadata.generateName without metadata.name"),
+    ],
+)  # fmt: skip
+def test_an_upstream_kind_we_do_not_run_says_what_to_write_instead(repo_copy, doc, says):
+    _add_file(repo_copy, "extra.yaml", doc)
+    kustomize.clear_cache()
+    errors = errors_of(validate.validate(repository.load(repo_copy.root), ["dev"]))
+    hits = [e for e in errors if f"{MNIST}/extra.yaml:1:" in e and says in e]
+    assert hits, "\n".join(errors)
+    assert "accumulating resources" not in "\n".join(errors)  # not kustomize's raw text

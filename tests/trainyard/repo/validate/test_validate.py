@@ -64,7 +64,7 @@ def test_unknown_profile_label_on_a_job(repo_copy):
     )
     errors = _validate(repo_copy)
     _assert_one(errors, MNIST, "unknown fabric profile 'infiniband'")
-    _assert_one(errors, MNIST, "the webhook denies it")
+    _assert_one(errors, MNIST, "the webhook denies it")  # a webhook-mode cluster
 
 
 def test_missing_nad_names_the_networks_overlay(repo_copy):
