@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import yaml
+
 from trainyard.contract.images import FLOATING_FIX, floating
 from trainyard.contract.k8s import (
     ANNOTATIONS_MAX_BYTES,
@@ -12,7 +14,7 @@ from trainyard.contract.k8s import (
     qualified_name_problem,
 )
 from trainyard.contract.nccl import lint_env
-from trainyard.repo.model import nad, releases, schema
+from trainyard.repo.model import kustomize, nad, rawyaml, releases, schema
 from trainyard.repo.model.rendered import CLUSTER_SCOPED, Resource, containers, pod_templates
 from trainyard.repo.upstream import training_operator, trainjob
 from trainyard.repo.validate import ClusterCheck
@@ -24,7 +26,13 @@ def check_resource(ctx: ClusterCheck, r: Resource) -> None:
         ctx.err(where, "apiVersion and kind are required", obj)
         return
     if (r.group, r.kind) in CLUSTER_SCOPED and r.namespace:
-        ctx.err(where, f"{r.kind} is cluster-scoped but has metadata.namespace {r.namespace!r}; remove it", obj)
+        set_at = _namespace_line(ctx, r)
+        if set_at:  # kustomize sets the namespace on kinds it does not know to be cluster-scoped
+            ctx.err(where, f"{r.kind} is cluster-scoped, but the namespace: {r.namespace} of {set_at} gives it "
+                    f"metadata.namespace {r.namespace!r}, which kube-apiserver refuses on it; move the {r.kind} "
+                    "to a folder without namespace:, or out of a job folder", obj)  # fmt: skip
+        else:
+            ctx.err(where, f"{r.kind} is cluster-scoped but has metadata.namespace {r.namespace!r}; remove it", obj)
     check_metadata(ctx, r, "metadata", r.doc.get("metadata"))
     for path, tpl in pod_templates(r.doc):
         if path:
@@ -120,6 +128,27 @@ def check_env(ctx: ClusterCheck, r: Resource, path: str, c: dict, expect: str | 
     for f in lint_env(pairs, expect_transport=expect):
         line = f"{path}.env {f.name}: {f.message}"
         (ctx.err if f.severity == "error" else ctx.warn)(r.where(), line, r.describe())
+
+
+def _namespace_line(ctx: ClusterCheck, r: Resource) -> str | None:
+    """``file:line`` of the ``namespace:`` in the kustomization of the folder ``r`` was built from,
+    when that is where its namespace comes from (the file that defines it sets none)."""
+    if not r.source or not r.origin:
+        return None
+    origin = ctx.repo.root / r.origin
+    file = kustomize.kustomization_file(ctx.repo.root / r.source)
+    try:
+        if file is None or not origin.is_file() or origin.stat().st_size > 4 << 20:
+            return None
+        if re.search(rf"(?m)^\s+namespace:\s*['\"]?{re.escape(r.namespace or '')}['\"]?\s*$", origin.read_text()):
+            return None  # the file itself names it
+        for doc in rawyaml.load(file.read_text()):
+            node = rawyaml.get(doc, "namespace")
+            if node is not None and rawyaml.scalar(node) == r.namespace:
+                return f"{ctx.repo.rel(file)}:{rawyaml.line(node)}"
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    return None
 
 
 def check_metadata(ctx: ClusterCheck, r: Resource, path: str, meta: object) -> None:

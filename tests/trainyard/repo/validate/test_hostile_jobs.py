@@ -263,3 +263,14 @@ def test_an_upstream_kind_we_do_not_run_says_what_to_write_instead(repo_copy, do
     hits = [e for e in errors if f"{MNIST}/extra.yaml:1:" in e and says in e]
     assert hits, "\n".join(errors)
     assert "accumulating resources" not in "\n".join(errors)  # not kustomize's raw text
+
+
+def test_a_namespace_the_kustomization_sets_on_a_cluster_scoped_kind_points_at_its_line(repo_copy):
+    _add_file(repo_copy, "queue.yaml", "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\n"
+              "metadata: {name: mine}\nspec: {namespaceSelector: {}}\n")  # fmt: skip
+    kustomize.clear_cache()
+    errors = errors_of(validate.validate(repository.load(repo_copy.root), ["dev"]))
+    line = next(i for i, t in enumerate((repo_copy.root / MNIST / "kustomization.yaml").read_text().splitlines(), 1)
+                if t.startswith("namespace:"))  # fmt: skip
+    hits = [e for e in errors if f"namespace: ml-training of {MNIST}/kustomization.yaml:{line} gives it" in e]
+    assert hits, "\n".join(errors)
