@@ -85,9 +85,9 @@ def check_images(ctx: ClusterCheck, jp: preview.JobPreview) -> None:
             ctx.err(
                 jp.job.where(),
                 f"container {name} runs the trainer image in pod(s) {', '.join(with_trainer)} but {image} "
-                f"({ref.repository if ref else 'not a valid image reference'}) in pod(s) {', '.join(pods)}: the "
-                "webhook "
-                "gives the fabric (NCCL settings, fabric attachment, /dev/shm, IPC_LOCK) only to pods that run a "
+                f"({ref.repository if ref else 'not a valid image reference'}) in pod(s) {', '.join(pods)}: admission "
+                "(the webhook, or the MutatingAdmissionPolicies) gives the fabric (NCCL settings, fabric "
+                "attachment, /dev/shm, IPC_LOCK) only to pods that run a "
                 f"trainer image ({', '.join(_repos(ctx))}), so the job's ranks would not share one fabric; run the "
                 "trainer image in every replica",
                 jp.job.describe(),
