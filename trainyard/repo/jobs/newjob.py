@@ -173,10 +173,11 @@ def check_request(repo: Repository, req: JobRequest) -> Path:
         lo, hi = req.elastic
         if not lo <= req.nodes <= hi:
             raise UserError(f"--nodes {req.nodes} must lie within --elastic {lo}:{hi}")
-    if req.image_tag is not None and (
-        req.image_tag == "latest" or not re.fullmatch(r"[\w][\w.-]{0,127}", req.image_tag)
-    ):
-        raise UserError(f"--image-tag {req.image_tag!r}: give a version tag (not 'latest')")
+    if req.image_tag is not None:  # the one image-tag rule, on the reference the tag makes
+        why = floating(f"{TRAINER_IMAGE}:{req.image_tag}") if isinstance(req.image_tag, str) else "is no tag"
+        if why is not None:
+            shown = repr(req.image_tag[:60]) if isinstance(req.image_tag, str) else "?"
+            raise UserError(f"--image-tag {shown}: {TRAINER_IMAGE}:<tag> {why}; {FLOATING_FIX}")
     if req.image is not None:
         if req.image_tag is not None:
             raise UserError("--image and --image-tag: give one (--image is the full reference, tag included)")
