@@ -349,9 +349,22 @@ def pod_creators(dev):
     }
     for obj in (role, binding):
         kube.apply(obj, manager="tests")
+    # the RBAC authorizer reads bindings from an informer: wait until it answers with this one
+    # (a SubjectAccessReview asks the same authorizer the create will meet)
+    for user in ("alice", "bob", "system:serviceaccount:kubeflow-system:jobset-controller-manager"):
+        wait_for(functools.partial(_may_create_pods, kube, user), timeout=30, what=f"RBAC lets {user} create pods")
     yield
     for obj in (binding, role):
         kube.delete(obj)
+
+
+def _may_create_pods(kube: Kube, user: str) -> bool:
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {"user": user, "resourceAttributes": {"namespace": INJECTED, "verb": "create", "resource": "pods"}},
+    }
+    return bool(kube.create(review)["status"].get("allowed"))
 
 
 def test_without_the_webhook_the_policy_refuses_a_trainer_pod(clusters, dev):
