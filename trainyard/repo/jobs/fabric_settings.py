@@ -197,11 +197,7 @@ def _hca(out: Findings, prefix: str, name: str, value: str, offered: str, fabric
     if theirs.exclude or not theirs.entries or not mine.entries:
         return  # the lint says what is wrong with an empty list; an excluding profile offers no names
     if mine.exclude:
-        left = [
-            ref
-            for ref, _ in theirs.entries
-            if not any((ref == x if mine.exact else ref.startswith(x)) for x, _ in mine.entries)
-        ]
+        left = [ref for ref, _ in theirs.entries if mine.selects(ref)]  # what the exclusion leaves
         if not left:
             out.errors.append(
                 f"{prefix}={_show(value)} excludes every device fabric {fabric} offers ({offered}), so NCCL finds no "
