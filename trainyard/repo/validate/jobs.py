@@ -9,14 +9,15 @@ from trainyard.contract.names import FABRIC_LABEL, requested_fabric
 from trainyard.repo.generate import mutating_policy
 from trainyard.repo.jobs import preview
 from trainyard.repo.model.rendered import Resource, as_dict, as_list, containers, dig, pod_templates
-from trainyard.repo.upstream import training_operator, trainjob
-from trainyard.repo.validate import ClusterCheck, trainer
+from trainyard.repo.upstream import syncorder, training_operator, trainjob
+from trainyard.repo.validate import ClusterCheck, outlive, trainer
 from trainyard.repo.validate.objects import check_env, check_image
 
 # Argo CD deletes and re-creates a resource carrying this option (docs/user-guide/sync-options.md,
 # "Replace Resource Instead Of Applying Changes" with Force=true): the way to change a TrainJob's
 # immutable fields without renaming it.
-SYNC_OPTIONS = "argocd.argoproj.io/sync-options"
+# Options that keep a job after its folder is deleted are refused (outlive.py).
+SYNC_OPTIONS = syncorder.SYNC_OPTIONS
 
 
 def check_jobs(ctx: ClusterCheck) -> None:
@@ -73,6 +74,7 @@ def check_jobs(ctx: ClusterCheck) -> None:
                 )
         trainer.check_trainer(ctx, jp)
     check_names(ctx)
+    outlive.check_outlive(ctx)
 
 
 # What the cluster itself creates in every namespace: kube-controller-manager publishes the API server's CA
