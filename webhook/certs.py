@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
-import os
 from pathlib import Path
 
 from cryptography import x509
@@ -20,6 +19,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from trainyard.contract.errors import UserError
+from trainyard.contract.files import write_private
 from webhook.defaults import CLIENT_NAME
 
 CLIENT_CERT_FILE = "client.crt"
@@ -42,12 +42,9 @@ def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
 
 
 def _write(path: Path, data: bytes, mode: int) -> None:
-    """Write atomically (temp file + rename), so a watcher never reads half a file."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+    """Write atomically, so a watcher never reads half a file, through a temporary file created
+    exclusively with ``mode`` and never through a link (trainyard.contract.files.write_private)."""
+    write_private(path, data, mode)
 
 
 def new_ca(days: int) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
@@ -93,10 +90,10 @@ def _leaf(
     ca: tuple[x509.Certificate, ec.EllipticCurvePrivateKey],
     subject: x509.Name,
     days: int,
-    purpose: x509.ObjectIdentifier,
+    purpose: x509.ObjectIdentifier | list[x509.ObjectIdentifier],
     extensions: list[tuple[x509.ExtensionType, bool]],
 ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-    """A certificate for ``purpose`` (serverAuth or clientAuth) signed by ``ca``, valid from five
+    """A certificate for ``purpose`` (serverAuth, clientAuth, or both) signed by ``ca``, valid from five
     minutes ago (clock skew) for ``days``; ``extensions`` (extension, critical) come first."""
     ca_cert, ca_key = ca
     now = dt.datetime.now(dt.UTC)
@@ -112,8 +109,9 @@ def _leaf(
     )
     for extension, critical in extensions:
         builder = builder.add_extension(extension, critical=critical)
+    purposes = purpose if isinstance(purpose, list) else [purpose]
     cert = (
-        builder.add_extension(x509.ExtendedKeyUsage([purpose]), critical=False)
+        builder.add_extension(x509.ExtendedKeyUsage(purposes), critical=False)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
@@ -125,13 +123,17 @@ def serving_certificate(
     dns: list[str],
     addresses: list[ipaddress.IPv4Address | ipaddress.IPv6Address],
     days: int,
+    *,
+    also_client: bool = False,
 ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-    """A server certificate for ``dns`` and ``addresses``, signed by ``ca``."""
+    """A server certificate for ``dns`` and ``addresses``, signed by ``ca``; with
+    ``also_client`` it authenticates a client too (an etcd peer is both)."""
     sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns]
     sans += [x509.IPAddress(a) for a in addresses]
     subject = _name(dns[0] if dns else str(addresses[0]))
     leaf = [(x509.SubjectAlternativeName(sans), False), (x509.BasicConstraints(ca=False, path_length=None), True)]
-    return _leaf(ca, subject, days, ExtendedKeyUsageOID.SERVER_AUTH, leaf)
+    purposes = [ExtendedKeyUsageOID.SERVER_AUTH] + ([ExtendedKeyUsageOID.CLIENT_AUTH] if also_client else [])
+    return _leaf(ca, subject, days, purposes, leaf)
 
 
 def client_certificate(

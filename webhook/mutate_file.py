@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import jsonpatch
 import orjson
 import yaml
 
 from trainyard.contract.errors import UserError
+from trainyard.contract.files import read_bounded
 from webhook.engine import MutationError, admit
 from webhook.policy import PolicySet
 from webhook.review import KIND, review
@@ -32,9 +32,18 @@ class Result:
 
 
 def read_document(path: str) -> tuple[object, bool]:
-    """The parsed document and whether it was JSON (so the output keeps its format)."""
+    """The parsed document and whether it was JSON (so the output keeps its format); bounded as
+    ``POST /mutate`` bounds a body (a larger file is refused before it is read)."""
+    from webhook.app import MAX_BODY
+
     try:
-        raw = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+        if path == "-":
+            data = sys.stdin.buffer.read(MAX_BODY + 1)
+            if len(data) > MAX_BODY:
+                raise UserError(f"-: standard input holds more than {MAX_BODY} bytes, over what POST /mutate accepts")
+        else:
+            data = read_bounded(path, MAX_BODY, what="the document")
+        raw = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: cannot read: {exc}") from None
     stripped = raw.lstrip()

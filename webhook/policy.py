@@ -27,6 +27,7 @@ from pydantic.alias_generators import to_camel
 
 from trainyard.contract import images
 from trainyard.contract.errors import UserError, describe_fields
+from trainyard.contract.files import MAX_CONFIG_BYTES, FileTooLarge, read_text_bounded
 from trainyard.contract.k8s import DNS1123_LABEL, ENV_NAME, is_qualified_name
 from trainyard.contract.names import ENGINE_ENV, TRANSPORTS
 from trainyard.contract.nccl import SOCKET_IFNAME, Finding, lint_env
@@ -315,7 +316,9 @@ def load_policies(directory: str | Path) -> PolicySet:
     Files whose kind is not FabricProfile (a kustomization.yaml, say) are skipped. A directory
     with no profile, an empty file, a file that does not end with a line break (cut short while
     being written: it may still parse, e.g. a toleration key ``nvidia.com/g``), a YAML error, an
-    invalid profile or two profiles of the same name is a PolicyError naming the file.
+    invalid profile or two profiles of the same name is a PolicyError naming the file. Each file,
+    and all of them together, are bounded by what one ConfigMap can hold (MAX_CONFIG_BYTES): a
+    larger file is refused before it is read.
     """
     root = Path(directory)
     if not root.is_dir():
@@ -323,9 +326,16 @@ def load_policies(directory: str | Path) -> PolicySet:
     profiles: dict[str, CompiledProfile] = {}
     origin: dict[str, Path] = {}
     files = sorted(p for p in root.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+    total = 0
     for path in files:
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_text_bounded(path, what="the profile file")
+            total += len(text.encode("utf-8"))
+            if total > MAX_CONFIG_BYTES:
+                raise PolicyError(
+                    f"{root}: the profile files up to {path.name} hold {total} bytes, over the bound of "
+                    f"{MAX_CONFIG_BYTES} bytes (what one ConfigMap can hold); keep the profiles, not other data, there"
+                )
             if not text.strip():
                 raise PolicyError(f"{path}: the file is empty; remove it, or write the profile into it", "truncated")
             if not text.endswith("\n"):
@@ -340,6 +350,8 @@ def load_policies(directory: str | Path) -> PolicySet:
             at = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
             problem = getattr(exc, "problem", None) or str(exc)
             raise PolicyError(f"{path}{at}: not valid YAML: {problem}") from None
+        except FileTooLarge as exc:
+            raise PolicyError(str(exc)) from None
         except (OSError, UnicodeDecodeError) as exc:
             raise PolicyError(f"{path}: cannot read: {exc}") from None
         for i, doc in enumerate(docs):

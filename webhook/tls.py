@@ -15,12 +15,17 @@ chains to it (kube-apiserver's, from its AdmissionConfiguration): a client witho
 by the TLS layer before a byte of HTTP is read. The CA bundle is part of the same context as the
 pair, reloaded with it when either changes, and refused (reason ``client_ca``) when it holds no
 CA certificate valid now; the previous context keeps serving.
+
+Each of the three files is read once, with the size bound of every configuration file
+(:data:`trainyard.contract.files.MAX_CONFIG_BYTES`, what a Secret can hold): a larger one is
+refused from its size, before it is read, and the previous context keeps serving.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+import os
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +34,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from trainyard.contract.errors import UserError
+from trainyard.contract.files import FileTooLarge, read_bounded
 from webhook.defaults import SERVICE_DNS_NAME
 
 CERT_FILE = "tls.crt"
@@ -70,7 +76,9 @@ def require_client_certificates(ctx: ssl.SSLContext, client_ca: Path, now: dt.da
     verify anyone."""
     where = f"{client_ca} (--client-ca)"
     try:
-        cas = x509.load_pem_x509_certificates(client_ca.read_bytes())
+        cas = x509.load_pem_x509_certificates(read_bounded(client_ca, what="the client CA bundle"))
+    except FileTooLarge as exc:
+        raise CertificateRefused(f"{exc} (--client-ca)", "client_ca") from None
     except (OSError, ValueError) as exc:
         raise CertificateRefused(
             f"{where}: cannot read a PEM bundle of CA certificates: {exc}; give the CA that signs "
@@ -121,6 +129,22 @@ def names_server(cert: x509.Certificate, server_name: str) -> bool:
     return any(ipaddress.ip_address(ip) == address for ip in ips)
 
 
+def _load_chain(ctx: ssl.SSLContext, cert_pem: bytes, key_pem: bytes) -> None:
+    """``load_cert_chain`` from the bytes already read (and bounded): OpenSSL reads only paths,
+    so each goes through an anonymous in-memory file, never the file on disk a second time (which
+    could have grown or changed since)."""
+    fds = [os.memfd_create(name, os.MFD_CLOEXEC) for name in ("tls.crt", "tls.key")]
+    try:
+        for fd, data in zip(fds, (cert_pem, key_pem), strict=True):
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        ctx.load_cert_chain(f"/proc/self/fd/{fds[0]}", f"/proc/self/fd/{fds[1]}")
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
 def load_pair(
     cert: Path, key: Path, server_name: str | None, now: dt.datetime | None = None, client_ca: Path | None = None
 ) -> Loaded:
@@ -128,14 +152,22 @@ def load_pair(
     given), or CertificateRefused saying why it must not serve."""
     now = now or dt.datetime.now(dt.UTC)
     try:
-        pem = cert.read_bytes()
+        pem = read_bounded(cert, what="the certificate")
         leaf = x509.load_pem_x509_certificates(pem)[0]
+    except FileTooLarge as exc:
+        raise CertificateRefused(str(exc), "unreadable") from None
     except (OSError, ValueError) as exc:
         raise CertificateRefused(f"{cert}: cannot read a PEM certificate: {exc}", "unreadable") from None
+    try:
+        key_pem = read_bounded(key, what="the key")
+    except FileTooLarge as exc:
+        raise CertificateRefused(str(exc), "unreadable") from None
+    except OSError as exc:
+        raise CertificateRefused(f"{key}: cannot read the key: {exc}", "unreadable") from None
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     try:
-        ctx.load_cert_chain(cert, key)
+        _load_chain(ctx, pem, key_pem)
     except ssl.SSLError as exc:
         if "KEY_VALUES_MISMATCH" in str(exc) or "key values mismatch" in str(exc):
             raise CertificateRefused(f"{key} is not the key of {cert}", "key_mismatch") from None

@@ -184,6 +184,25 @@ def test_the_client_ca_is_reloaded_and_a_bad_one_is_refused(mtls):
 
 
 @pytest.mark.server
+def test_an_oversized_client_ca_is_refused_on_reload_and_the_last_good_one_keeps_verifying(mtls):
+    """A 50 MB bundle (sparse) swapped in as the kubelet swaps a Secret volume: refused from its
+    size, reported in /readyz and the metric, and the bundle loaded before keeps verifying."""
+    server, issued, _, client_ca, _ = mtls
+    ours = (issued / "client.crt", issued / "client.key")
+    client_ca.write({"ca.crt": b""})
+    line = 'trainyard_webhook_reload_refusals_total{reason="client_ca",what="certificate"}'
+    wait_for(lambda: metric(server, line) == 1, what="the empty bundle's refusal")
+    generation = (client_ca.path / "..data").resolve()
+    with open(generation / "ca.crt", "r+b") as f:  # grown in place to 50 MB, no disk used
+        f.truncate(50 * 1024 * 1024)
+    wait_for(lambda: metric(server, line) == 2, what="the oversized bundle's refusal")
+    refused = httpx.get(f"http://127.0.0.1:{server.probe_port}/readyz", timeout=10).json()["refused"]
+    assert "52428800 bytes, over the bound of 1048576 bytes" in refused["certificate"]
+    with httpx.Client(base_url=server.base, verify=context(server, ours), timeout=10) as c:
+        assert post_review(c).status_code == 200
+
+
+@pytest.mark.server
 def test_without_client_ca_no_client_certificate_is_asked_for(tmp_path):
     issued = tmp_path / "issued"
     generate(issued, client="kube-apiserver")

@@ -26,6 +26,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from pydantic.alias_generators import to_camel
 
 from trainyard.contract.errors import UserError, describe_fields
+from trainyard.contract.files import FileTooLarge, read_text_bounded
 from trainyard.contract.k8s import is_dns1123_label, is_dns1123_subdomain
 from trainyard.contract.quantity import QuantityError, parse_quantity
 from trainyard.repo.model.repository import CLUSTERS, Repository
@@ -168,7 +169,9 @@ def load(repo: Repository, cluster: str) -> ClusterFacts:
     path = repo.root / CLUSTERS / cluster / FILE
     rel = f"{CLUSTERS.as_posix()}/{cluster}/{FILE}"
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.safe_load(read_text_bounded(path))
+    except FileTooLarge as exc:
+        raise DeclarationError(str(exc).replace(str(path), rel, 1)) from None
     except FileNotFoundError:
         raise DeclarationError(
             f"{rel}: missing; every cluster declares its Kubernetes version, admission mode and node pools there"
