@@ -2,7 +2,8 @@
 run log's records (:mod:`trainyard.contract.reports`).
 
 One endpoint per pod: the worker of local rank 0 serves on ``ENV_METRICS_PORT`` (all addresses, a
-daemon thread, a registry of its own); the other local ranks get a :class:`NullExporter`. The
+daemon thread, a registry of its own; bounded connections and timeouts: :mod:`trainer.metrics_http`);
+the other local ranks get a :class:`NullExporter`. The
 run log hands every record to :meth:`Exporter.observe` on every rank, so what a pod exports is what
 its local rank 0 records: checkpoints are committed (and :class:`~trainyard.contract.reports.Committed`
 recorded) by global rank 0 alone, so only the pod of node rank 0 has the checkpoint step and time.
@@ -26,8 +27,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TextIO
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from trainer.metrics_http import MetricsServer
 from trainyard.contract import metrics as m
 from trainyard.contract import reports
 from trainyard.contract.names import ENV_FABRIC
@@ -186,8 +188,7 @@ class Exporter:
             reports.Resume: self._on_resume,
             reports.Committed: self._on_committed,
         }
-        self._server = None
-        self._thread = None
+        self._server: MetricsServer | None = None
         self._failed = False
         self.port: int | None = None
 
@@ -197,11 +198,11 @@ class Exporter:
     # ------------------------------------------------------------------------------ serving
 
     def serve(self, port: int, addr: str = ALL_ADDRESSES) -> int:
-        """Serve ``METRICS_PATH`` on ``addr:port`` in a daemon thread (port 0: any free one); the port
-        bound. OSError when it cannot be bound."""
-        self._server, self._thread = start_http_server(port, addr, registry=self.registry)
+        """Serve ``METRICS_PATH`` on ``addr:port`` in a daemon thread (port 0: any free one), bounded
+        as :mod:`trainer.metrics_http` says; the port bound. OSError when it cannot be bound."""
+        self._server = MetricsServer(self.registry, addr, port)
         self.serving = True
-        self.port = self._server.server_port
+        self.port = self._server.port
         return self.port
 
     def linger(self, most: float = MAX_LINGER_S) -> float:
@@ -222,8 +223,7 @@ class Exporter:
 
     def close(self) -> None:
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.close()
             self._server = None
             self.serving = False
 
@@ -380,12 +380,12 @@ class LaunchExporter:
         self.metrics = {metric.name: _build(metric, self.registry) for metric in (m.PREFLIGHT, m.TRANSPORT)}
         for check, status in preflight:
             self.metrics[m.PREFLIGHT.name].labels(*self._base, check, status).set(1)
-        self._server = None
+        self._server: MetricsServer | None = None
         self.port: int | None = None
 
     def serve(self, port: int, addr: str = ALL_ADDRESSES) -> int:
-        self._server, _thread = start_http_server(port, addr, registry=self.registry)
-        self.port = self._server.server_port
+        self._server = MetricsServer(self.registry, addr, port)
+        self.port = self._server.port
         return self.port
 
     def transport(self, used: str | None, expected: str | None) -> None:
@@ -394,8 +394,7 @@ class LaunchExporter:
 
     def close(self) -> None:
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.close()
             self._server = None
 
 
