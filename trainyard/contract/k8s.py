@@ -41,6 +41,19 @@ def is_dns1123_subdomain(value: object) -> bool:
     )
 
 
+def subdomain_problem(value: str) -> str | None:
+    """Why ``value`` cannot name an object whose name must be a DNS-1123 subdomain (validation.go
+    IsDNS1123Subdomain, which NameIsDNSSubdomain applies: every custom resource's name, an Argo CD
+    Application's among them), None if it can."""
+    if is_dns1123_subdomain(value):
+        return None
+    return (
+        f"{value[:80]!r}{'...' if len(value) > 80 else ''} ({len(value)} characters) is not a DNS-1123 subdomain: "
+        f"at most {DNS1123_SUBDOMAIN_MAX} characters, lower case letters, digits, '-' and '.', every '.'-separated "
+        "part starting and ending with a letter or digit"
+    )
+
+
 def is_dns1035_label(value: object) -> bool:
     return isinstance(value, str) and len(value) <= DNS1123_LABEL_MAX and DNS1035_LABEL.fullmatch(value) is not None
 

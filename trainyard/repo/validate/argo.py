@@ -13,7 +13,7 @@ from trainyard.repo.model.problems import Problem, warning
 from trainyard.repo.model.rendered import CLUSTER_SCOPED, Resource, as_dict
 from trainyard.repo.upstream import argocd, diffing, globmatch
 from trainyard.repo.upstream.globmatch import GlobPanic
-from trainyard.repo.validate import ClusterCheck
+from trainyard.repo.validate import ClusterCheck, job_names
 
 ARGO_GROUP = "argoproj.io"
 PROVIDES_ANNOTATION = "trainyard.dev/provides"
@@ -55,6 +55,7 @@ def check_applications(ctx: ClusterCheck) -> None:
                 ctx.err(where, f"spec.project {app.project!r} is not an AppProject of this cluster", obj)
             continue
         check_project(ctx, ar, project)
+    job_names.check_job_folder_names(ctx)
 
 
 def check_project(ctx: ClusterCheck, ar: argocd.AppRender, project: Resource) -> None:
