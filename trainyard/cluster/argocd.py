@@ -4,7 +4,8 @@ repository served to them from a git repository on disk.
 
 They run as Argo CD's own development setup runs them outside a cluster (argo-cd@v3.6.1:Procfile):
 ``ARGOCD_FAKE_IN_CLUSTER=true`` with ``KUBECONFIG`` makes ``https://kubernetes.default.svc`` the
-local API server; the repo-server listens in plain text on loopback; GnuPG is off. The repo-server
+local API server; the repo-server listens in plain text on loopback (and Redis, with its
+protected mode on); GnuPG is off. The repo-server
 runs the kustomize and Helm of ``.venv/bin`` (the repository's pins) and Argo CD's git wrapper
 scripts from its module. The processes join the cluster's state, so ``trainyard cluster down``
 stops them too.
@@ -38,6 +39,7 @@ NAMESPACE = "argocd"
 ARGO_MODULE = "github.com/argoproj/argo-cd/v3"
 # the scripts the repo-server runs around git (argo-cd@v3.6.1:hack/, installed by its Dockerfile)
 GIT_SCRIPTS = ("git-verify-wrapper.sh", "git-ask-pass.sh")
+NO_PERSISTENCE = ("--save", "", "--appendonly", "no")  # Redis is a cache here
 
 
 @dataclass
@@ -137,7 +139,8 @@ def start(started: Started, tools: Path, *, progress: Progress = print) -> Runni
     _secret(started)
     r = launch(
         "redis",
-        [redis, "--port", str(ports["redis"]), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        # loopback only, and protected mode (no connections but from loopback while no password is set)
+        [redis, "--port", str(ports["redis"]), "--bind", "127.0.0.1", "--protected-mode", "yes", *NO_PERSISTENCE],
         (ports["redis"],),
         answers if shutil.which("redis-cli") else lambda: True,
         "Redis answering",
@@ -146,8 +149,14 @@ def start(started: Started, tools: Path, *, progress: Progress = print) -> Runni
         "argocd-repo-server",
         [
             str(folder / "argocd-repo-server"),
+            # both listeners default to 0.0.0.0 (argo-cd@v3.6.1:common/common.go DefaultAddressRepoServer,
+            # DefaultAddressRepoServerMetrics; flags in cmd/argocd-repo-server/commands/argocd_repo_server.go)
+            "--address",
+            "127.0.0.1",
             "--port",
             str(ports["repo"]),
+            "--metrics-address",
+            "127.0.0.1",
             "--metrics-port",
             str(ports["repo-metrics"]),
             "--disable-tls",
@@ -172,6 +181,9 @@ def start(started: Started, tools: Path, *, progress: Progress = print) -> Runni
             "--repo-server-plaintext",
             "--redis",
             redis_addr,
+            # its metrics listener is bound to 0.0.0.0 in the code, with no flag to move it
+            # (argo-cd@v3.6.1:controller/appcontroller.go NewApplicationController, metricsAddr): the
+            # one listener of a local cluster that is not on loopback (docs/cluster.md)
             "--metrics-port",
             str(ports["controller"]),
             "--loglevel",

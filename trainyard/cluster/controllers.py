@@ -23,8 +23,8 @@ its Deployment's manager container would run in a pod, with this machine as the 
 What differs from a pod, and why:
 
 - All share the host's loopback, so the ports their configuration gives (health :8081, metrics
-  :8443, webhook :9443, each the same in all four) are moved to free ones, and the webhook binds
-  127.0.0.1.
+  :8443, webhook :9443, each the same in all four) are moved to free ones on 127.0.0.1 (the
+  training operator's webhook port excepted: its address cannot be set).
 - No Service routes here (no kube-proxy, and kube-apiserver sends only ``default/kubernetes``
   to loopback), so every webhook configuration and CRD conversion webhook of the release is
   registered with ``clientConfig.url: https://127.0.0.1:PORT/PATH`` in place of its Service,
@@ -63,6 +63,7 @@ from trainyard.cluster import components
 from trainyard.cluster.client import Kube
 from trainyard.cluster.processes import CRASHLOOP_INITIAL_S, CRASHLOOP_MAX_S, Daemon, free_port, spawn
 from trainyard.contract.errors import UserError
+from trainyard.contract.files import write_private
 
 Progress = Callable[[str], None]
 
@@ -113,7 +114,10 @@ def _serving_ports(config: dict, ports: dict[str, int]) -> list[str]:
 
 
 def _operator_ports(config: dict, ports: dict[str, int]) -> list[str]:
-    # training-operator@v1.9.4:cmd/training-operator.v1/main.go takes flags, not a file
+    # training-operator@v1.9.4:cmd/training-operator.v1/main.go takes flags, not a file; its
+    # webhook server takes a port only (webhook.Options{Port}), so it listens on every address
+    # (controller-runtime@v0.24.1:pkg/webhook/server.go: an empty Host): the one controller
+    # listener not on loopback (docs/cluster.md)
     return [
         f"--webhook-server-port={ports['webhook']}",
         f"--metrics-bind-address=127.0.0.1:{ports['metrics']}",
@@ -415,13 +419,14 @@ def _start(
     sa_dir = home / "serviceaccount"
     sa_dir.mkdir(exist_ok=True)
     sa = pod_spec.get("serviceAccountName") or "default"
-    (sa_dir / "token").write_text(_token(kube, install.namespace, sa))
-    (sa_dir / "namespace").write_text(install.namespace)
-    shutil.copyfile(ca_file, sa_dir / "ca.crt")
+    # the token and the keys readable by their owner alone, written as pki.py writes keys
+    write_private(sa_dir / "token", _token(kube, install.namespace, sa).encode())
+    write_private(sa_dir / "namespace", install.namespace.encode(), 0o644)
+    write_private(sa_dir / "ca.crt", ca_file.read_bytes(), 0o644)
     cert_dir = home / "certs"
-    cert_dir.mkdir(exist_ok=True)
+    cert_dir.mkdir(mode=0o700, exist_ok=True)
     for name, data in certs[c.secret].items():
-        (cert_dir / name).write_bytes(data)
+        write_private(cert_dir / name, data, 0o600 if name.endswith(".key") else 0o644)
     args = list(container.get("args") or [])
     config: dict = {}
     configs = {m["mountPath"]: m for m in container.get("volumeMounts") or []}

@@ -11,7 +11,9 @@ arrived later.
 
 Everything lives in DIR: ``cluster.json`` (what runs: pids with their start times, ports), the
 PKI, etcd's data, one log per process and ``kubeconfig``. ``down`` stops exactly what ``up``
-recorded.
+recorded. DIR, the folders above it and ``cluster.json`` are trusted only when nobody but the
+caller can change them (folder.py); every process listens on 127.0.0.1 alone, and etcd serves
+TLS to clients with a certificate from its own CA only (pki.py).
 """
 
 from __future__ import annotations
@@ -28,8 +30,10 @@ import yaml
 
 from trainyard.cluster import components, pki
 from trainyard.cluster.client import ApiError, Kube
+from trainyard.cluster.folder import check_folder, check_private_file, secure_folder
 from trainyard.cluster.processes import Daemon, free_port, port_in_use, spawn, wait_for
 from trainyard.contract.errors import UserError
+from trainyard.contract.files import FileTooLarge, read_bounded, write_private
 
 STATE = "cluster.json"
 SERVICE_CIDR = "10.0.0.0/24"  # envtest's; nothing routes it (no kube-proxy)
@@ -62,17 +66,19 @@ class State:
             "daemons": [d.to_json() for d in self.daemons],
             "notes": self.notes,
         }
-        tmp = folder / f".{STATE}.tmp"
-        tmp.write_text(json.dumps(data, indent=2) + "\n")
-        tmp.replace(folder / STATE)
+        write_private(folder / STATE, (json.dumps(data, indent=2) + "\n").encode())
 
     @classmethod
     def load(cls, folder: Path) -> State | None:
+        """The state in ``folder``, trusted only if the caller owns it and nobody else may write it
+        (it names the processes ``down`` signals); None if there is none."""
         path = folder / STATE
-        if not path.exists():
+        try:
+            check_private_file(path)
+        except FileNotFoundError:
             return None
         try:
-            data = json.loads(path.read_text())
+            data = json.loads(read_bounded(path, what="the state file"))
             return cls(
                 cluster=str(data["cluster"]),
                 kubernetes=str(data["kubernetes"]),
@@ -81,7 +87,9 @@ class State:
                 daemons=[Daemon.from_json(d) for d in data.get("daemons", [])],
                 notes=[str(n) for n in data.get("notes", [])],
             )
-        except (ValueError, KeyError, TypeError) as exc:
+        except FileTooLarge as exc:
+            raise UserError(f"{exc}; it is not a state file written by trainyard cluster up") from None
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise UserError(f"{path}: not a state file written by trainyard cluster up ({exc})") from None
 
 
@@ -122,12 +130,13 @@ def write_kubeconfig(path: Path, server: str, ca: Path, cert: Path, key: Path, u
         "contexts": [{"name": "trainyard", "context": {"cluster": "trainyard", "user": user}}],
         "current-context": "trainyard",
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    write_private(path, yaml.safe_dump(config, sort_keys=False).encode())
 
 
 def admin(folder: Path) -> Kube:
     """A client of the cluster in ``folder`` as its admin."""
+    folder = _existing(folder)
     state = State.load(folder)
     if state is None:
         raise UserError(f"{folder}: no cluster here (no {STATE}); start one with trainyard cluster up --dir {folder}")
@@ -162,24 +171,45 @@ def wait_ready(daemon: Daemon, ready: Callable[[], bool], what: str, timeout: fl
         raise _fail(daemon, f"did not become ready ({what}) within {timeout:g} s") from None
 
 
+def etcd_url(etcd: Daemon) -> str:
+    return f"https://127.0.0.1:{etcd.ports[0]}"
+
+
 def _start_etcd(kube: str, paths: Paths) -> Daemon:
     client, peer = free_port(), free_port()
-    url = f"http://127.0.0.1:{client}"
-    # The flags envtest gives etcd (controlplane/etcd.go); no fsync: the data dies with the cluster.
+    url = f"https://127.0.0.1:{client}"
+    p = paths.pki
+    server_cert, server_key = p.cert(pki.ETCD_SERVER), p.key(pki.ETCD_SERVER)
+    # The flags envtest gives etcd (controlplane/etcd.go), with TLS as kubeadm gives it
+    # (k8s.io/kubernetes@v1.36.3:cmd/kubeadm/app/phases/etcd/local.go getEtcdCommand): clients and
+    # the peer port need a certificate from etcd's CA. No fsync: the data dies with the cluster.
     argv = [
         kube,
         "etcd",
         f"--data-dir={paths.etcd_data}",
         f"--listen-client-urls={url}",
         f"--advertise-client-urls={url}",
-        f"--listen-peer-urls=http://127.0.0.1:{peer}",
-        f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
-        f"--initial-cluster=default=http://127.0.0.1:{peer}",
+        f"--listen-peer-urls=https://127.0.0.1:{peer}",
+        f"--initial-advertise-peer-urls=https://127.0.0.1:{peer}",
+        f"--initial-cluster=default=https://127.0.0.1:{peer}",
+        f"--cert-file={server_cert}",
+        f"--key-file={server_key}",
+        "--client-cert-auth=true",
+        f"--trusted-ca-file={p.etcd_ca}",
+        f"--peer-cert-file={server_cert}",
+        f"--peer-key-file={server_key}",
+        "--peer-client-cert-auth=true",
+        f"--peer-trusted-ca-file={p.etcd_ca}",
         "--unsafe-no-fsync",
         "--log-level=warn",
     ]
     daemon = spawn("etcd", argv, paths.logs / "etcd.log", ports=(client, peer))
-    wait_ready(daemon, lambda: httpx.get(f"{url}/health", timeout=1).json().get("health") == "true", "etcd /health")
+    context = p.etcd_client_context()
+
+    def healthy() -> bool:
+        return httpx.get(f"{url}/health", timeout=1, verify=context).json().get("health") == "true"
+
+    wait_ready(daemon, healthy, "etcd /health")
     return daemon
 
 
@@ -188,7 +218,10 @@ def _apiserver_argv(kube: str, paths: Paths, etcd: Daemon, port: int, version: s
     return [
         kube,
         "kube-apiserver",
-        f"--etcd-servers=http://127.0.0.1:{etcd.ports[0]}",
+        f"--etcd-servers={etcd_url(etcd)}",
+        f"--etcd-cafile={p.etcd_ca}",
+        f"--etcd-certfile={p.cert(pki.ETCD_CLIENT)}",
+        f"--etcd-keyfile={p.key(pki.ETCD_CLIENT)}",
         "--bind-address=127.0.0.1",
         # without it the server looks for an address on the default route (apiserver@v0.36.3:
         # pkg/server/options/server_run_options.go); the kubernetes Service's endpoints cannot be
@@ -326,9 +359,8 @@ def start(
     ``prepare`` runs once the PKI exists and returns more kube-apiserver flags (files it wrote);
     a process it starts goes into the state it is given, so that a failure stops it too. Without
     ``wait_controllers`` kube-controller-manager and the scheduler are started, not waited for."""
-    folder = folder.resolve()
+    folder = secure_folder(folder)
     check_free(folder, progress)
-    folder.mkdir(parents=True, exist_ok=True)
     paths = Paths(folder)
     kube = components.command("kube-apiserver", progress=progress).rsplit("/", 1)[0] + "/kube"
     state = State(cluster=cluster, kubernetes=version, server="")
@@ -388,9 +420,17 @@ def stop(state: State) -> list[str]:
     return stopped
 
 
+def _existing(folder: Path) -> Path:
+    """``folder`` resolved and checked (folder.py); a UserError if there is none."""
+    try:
+        return check_folder(folder)
+    except FileNotFoundError:
+        raise UserError(f"{folder}: no such folder, so no cluster runs there") from None
+
+
 def down(folder: Path) -> list[str]:
     """Stop the cluster in ``folder``; its PKI, data and state are removed, its logs kept."""
-    folder = folder.resolve()
+    folder = _existing(folder)
     state = State.load(folder)
     if state is None:
         raise UserError(f"{folder}: no cluster here (no {STATE}); nothing to stop")

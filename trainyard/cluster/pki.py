@@ -7,6 +7,15 @@ certificate and the client certificates of the admin, the controllers and kube-a
 ``system:masters``) and kubeadm's names for the controllers' identities
 (``system:kube-controller-manager``, ``system:kube-scheduler``, bound by the bootstrap RBAC
 policy of k8s.io/kubernetes@v1.36.3:plugin/pkg/auth/authorizer/rbac/bootstrappolicy).
+
+etcd has a CA of its own, as kubeadm gives it (``etcd/ca``,
+k8s.io/kubernetes@v1.36.3:cmd/kubeadm/app/constants/constants.go): it issues etcd's serving and
+peer certificate and kube-apiserver's etcd client certificate only, so that no other client of
+the cluster's CA (the admin, the controllers) can talk to etcd directly and bypass
+kube-apiserver's authorization. etcd requires a client certificate from it.
+
+Every file is written with :func:`trainyard.contract.files.write_private`: keys readable by their
+owner only, created exclusively under a temporary name, never through a link.
 """
 
 from __future__ import annotations
@@ -20,8 +29,9 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from trainyard.contract.files import write_private
 from webhook import certs
-from webhook.certs import _pem_key, _write
+from webhook.certs import _pem_key
 
 DAYS = 30  # a local cluster lives for a test run or a working day
 
@@ -34,6 +44,10 @@ CLIENTS = {
     # kube-apiserver's identity when it calls an admission webhook that asks for a client certificate
     "kube-apiserver-webhook-client": ("kube-apiserver", "trainyard"),
 }
+
+
+ETCD_SERVER = "etcd-server"  # etcd's serving certificate, also its peer certificate (both purposes)
+ETCD_CLIENT = "apiserver-etcd-client"  # kube-apiserver's client certificate to etcd (kubeadm's name)
 
 
 @dataclass(frozen=True)
@@ -57,6 +71,16 @@ class Pki:
         return context
 
     @property
+    def etcd_ca(self) -> Path:
+        return self.folder / "etcd-ca.crt"
+
+    def etcd_client_context(self, identity: str = ETCD_CLIENT) -> ssl.SSLContext:
+        """TLS to etcd as ``identity`` (its client certificate from etcd's CA), trusting only that CA."""
+        context = ssl.create_default_context(cafile=str(self.etcd_ca))
+        context.load_cert_chain(str(self.cert(identity)), str(self.key(identity)))
+        return context
+
+    @property
     def service_account_key(self) -> Path:
         return self.folder / "sa.key"
 
@@ -66,27 +90,34 @@ class Pki:
 
 
 def _write_pair(pki: Pki, name: str, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> None:
-    _write(pki.key(name), _pem_key(key), 0o600)
-    _write(pki.cert(name), cert.public_bytes(serialization.Encoding.PEM), 0o644)
+    write_private(pki.key(name), _pem_key(key), 0o600)
+    write_private(pki.cert(name), cert.public_bytes(serialization.Encoding.PEM), 0o644)
 
 
 def create(folder: Path) -> Pki:
     """A new CA, the API server's serving certificate (for 127.0.0.1, localhost and the in-cluster
-    names of the ``kubernetes`` Service), the client certificates of :data:`CLIENTS` and the
+    names of the ``kubernetes`` Service), the client certificates of :data:`CLIENTS`, etcd's CA
+    with etcd's certificate and kube-apiserver's client certificate to it, and the
     service-account signing key."""
-    folder.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     pki = Pki(folder)
     ca = certs.new_ca(DAYS)
-    _write(pki.ca, ca[0].public_bytes(serialization.Encoding.PEM), 0o644)
+    pem = serialization.Encoding.PEM
+    write_private(pki.ca, ca[0].public_bytes(pem), 0o644)
     dns = ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"]
     loopback = [ipaddress.ip_address("127.0.0.1")]
     _write_pair(pki, "apiserver", *certs.serving_certificate(ca, dns, loopback, DAYS))
     for identity, (user, group) in CLIENTS.items():
         _write_pair(pki, identity, *certs.client_certificate(ca, user, DAYS, organization=group))
+    etcd_ca = certs.new_ca(DAYS)
+    write_private(pki.etcd_ca, etcd_ca[0].public_bytes(pem), 0o644)
+    server = certs.serving_certificate(etcd_ca, ["localhost"], loopback, DAYS, also_client=True)
+    _write_pair(pki, ETCD_SERVER, *server)
+    _write_pair(pki, ETCD_CLIENT, *certs.client_certificate(etcd_ca, "kube-apiserver-etcd-client", DAYS))
     # ES256 service-account tokens: kube-apiserver accepts an ECDSA signing key
     # (k8s.io/kubernetes@v1.36.3:pkg/serviceaccount/jwt.go signerFromECDSAPrivateKey).
     sa = ec.generate_private_key(ec.SECP256R1())
-    _write(pki.service_account_key, _pem_key(sa), 0o600)
-    pub = sa.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-    _write(pki.service_account_pub, pub, 0o644)
+    write_private(pki.service_account_key, _pem_key(sa), 0o600)
+    pub = sa.public_key().public_bytes(pem, serialization.PublicFormat.SubjectPublicKeyInfo)
+    write_private(pki.service_account_pub, pub, 0o644)
     return pki

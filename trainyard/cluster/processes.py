@@ -3,7 +3,8 @@
 ``trainyard cluster up`` returns while etcd, kube-apiserver and the rest keep running; ``down``
 runs later in another process. So each one is started in a session of its own (a signal to the
 terminal that ran ``up`` does not reach it) and recorded with its start time from /proc, so that
-``down`` never signals a process that merely reused the pid.
+``down`` never signals a process that merely reused the pid, nor a group that is not its own
+(:func:`is_ours`).
 """
 
 from __future__ import annotations
@@ -90,8 +91,8 @@ def wait_for(
         time.sleep(interval)
 
 
-def start_time(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot (/proc/PID/stat field 22), None if gone."""
+def _stat_fields(pid: int) -> list[str] | None:
+    """/proc/PID/stat after the command name (field 3 on), None if gone or a zombie."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
@@ -99,7 +100,26 @@ def start_time(pid: int) -> int | None:
     fields = stat.rsplit(")", 1)[1].split()
     if fields[0] == "Z":  # exited, not yet reaped: as good as gone
         return None
-    return int(fields[19])
+    return fields
+
+
+def start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (/proc/PID/stat field 22), None if gone."""
+    fields = _stat_fields(pid)
+    return None if fields is None else int(fields[19])
+
+
+def is_ours(pid: int, started: int) -> bool:
+    """Whether ``pid`` is still the process :func:`spawn` started: the same start time (a pid
+    reused since has another), still the leader of its own process group (spawn made it one, so
+    the group ``stop`` signals is exactly its own) and running as this user."""
+    fields = _stat_fields(pid)
+    if fields is None or int(fields[19]) != started or int(fields[2]) != pid:  # field 5: the group
+        return False
+    try:
+        return os.stat(f"/proc/{pid}").st_uid == os.geteuid()
+    except OSError:
+        return False
 
 
 @dataclass
@@ -113,7 +133,7 @@ class Daemon:
     ports: tuple[int, ...] = ()
 
     def alive(self) -> bool:
-        return start_time(self.pid) == self.started
+        return is_ours(self.pid, self.started)
 
     def log_tail(self, chars: int = 3000) -> str:
         try:

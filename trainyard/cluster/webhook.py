@@ -24,6 +24,7 @@ from trainyard.cluster.controlplane import wait_ready
 from trainyard.cluster.pki import Pki
 from trainyard.cluster.processes import Daemon, free_port, spawn
 from trainyard.contract.errors import UserError
+from trainyard.contract.files import write_private
 from trainyard.repo.model.rendered import Resource
 from trainyard.repo.upstream.argocd import ClusterRender
 from webhook import certs
@@ -55,7 +56,8 @@ def admission_config(folder: Path, port: int, p: Pki) -> Path:
     webhookadmission/v1 WebhookAdmission; users are matched by host:port,
     pkg/util/webhook/authentication.go)."""
     clients = folder / "webhook-clients.kubeconfig"
-    clients.write_text(
+    write_private(
+        clients,
         yaml.safe_dump(
             {
                 "apiVersion": "v1",
@@ -71,7 +73,7 @@ def admission_config(folder: Path, port: int, p: Pki) -> Path:
                 ],
             },
             sort_keys=False,
-        )
+        ).encode(),
     )
     plugin = {
         "apiVersion": "apiserver.config.k8s.io/v1",
@@ -79,7 +81,8 @@ def admission_config(folder: Path, port: int, p: Pki) -> Path:
         "kubeConfigFile": str(clients),
     }
     config = folder / "admission.yaml"
-    config.write_text(
+    write_private(
+        config,
         yaml.safe_dump(
             {
                 "apiVersion": "apiserver.config.k8s.io/v1",
@@ -90,7 +93,7 @@ def admission_config(folder: Path, port: int, p: Pki) -> Path:
                 ],
             },
             sort_keys=False,
-        )
+        ).encode(),
     )
     return config
 
