@@ -13,9 +13,10 @@ Prometheus runs as a pod on the pod network. Here:
   labels that role ``pod`` discovers (prometheus@v0.316.0: discovery/kubernetes/pod.go,
   ``buildPod`` and ``podLabels``), written for Prometheus's file discovery;
 - the pod network lives in network namespaces, and Prometheus (like the demo that queries it) in
-  the host's: :class:`PodNetworkProxy` is an HTTP proxy on loopback (Prometheus's ``proxy_url``)
-  that opens each connection from a network namespace of its own on the cluster bridge, as a pod
-  of the monitoring stack would, and only to the pod network's addresses;
+  the host's: :class:`~trainyard.sandbox.podproxy.PodNetworkProxy` is an HTTP proxy on loopback
+  (Prometheus's ``proxy_url``) that opens each connection from a network namespace of its own on
+  the cluster bridge, as a pod of the monitoring stack would, only to the pod network's addresses,
+  and forwards a scrape's GET rebuilt from a strictly parsed head, nothing else;
 - the webhook's metrics (its plain-HTTP probe port, where its ServiceMonitor points) are scraped
   on loopback, where the local webhook listens.
 
@@ -24,17 +25,8 @@ The Prometheus is Debian's package (``/usr/bin/prometheus``, the one ``make`` in
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import ipaddress
 import json
-import os
-import queue
 import shutil
-import socket
-import socketserver
-import threading
-import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,136 +39,7 @@ from trainyard.cluster.processes import Daemon, free_port, spawn
 from trainyard.contract.errors import UserError
 from trainyard.repo.model.rendered_facts import WEBHOOK_SERVICE
 from trainyard.repo.upstream.matching import selector_matches
-
-CLONE_NEWNET = 0x40000000  # linux/sched.h
-MAX_REQUEST_HEAD = 16 * 1024  # a scrape's request head is a few hundred bytes
-
-
-class Dialer:
-    """Connections opened from inside one network namespace: a thread that entered it (setns(2)
-    moves only the calling thread) creates the sockets, which stay in that namespace whichever
-    thread then uses them."""
-
-    def __init__(self, netns: str) -> None:
-        self._requests: queue.Queue = queue.Queue()
-        self._ready = threading.Event()
-        self._error: str | None = None
-        self._thread = threading.Thread(target=self._serve, args=(netns,), name=f"dialer-{netns}", daemon=True)
-        self._thread.start()
-        self._ready.wait(10)
-        if self._error:
-            raise UserError(f"cannot enter network namespace {netns}: {self._error}")
-
-    def _serve(self, netns: str) -> None:
-        libc = ctypes.CDLL(None, use_errno=True)
-        try:
-            fd = os.open(f"/run/netns/{netns}", os.O_RDONLY)
-        except OSError as exc:
-            self._error = str(exc)
-            self._ready.set()
-            return
-        try:
-            if libc.setns(fd, CLONE_NEWNET) != 0:
-                self._error = os.strerror(ctypes.get_errno())
-        finally:
-            os.close(fd)
-        self._ready.set()
-        if self._error:
-            return
-        while True:
-            item = self._requests.get()
-            if item is None:
-                return
-            address, reply = item
-            try:
-                reply.put(socket.create_connection(address, timeout=5))
-            except OSError as exc:
-                reply.put(exc)
-
-    def connect(self, host: str, port: int) -> socket.socket:
-        reply: queue.Queue = queue.Queue(maxsize=1)
-        self._requests.put(((host, port), reply))
-        result = reply.get(timeout=10)
-        if isinstance(result, OSError):
-            raise result
-        return result
-
-    def close(self) -> None:
-        self._requests.put(None)
-
-
-class PodNetworkProxy:
-    """An HTTP forward proxy on 127.0.0.1 for plain-HTTP GETs to the pod network (a scrape is one
-    GET). Anything else is refused: another method, an address outside ``network``, a request
-    head that does not parse or is too long."""
-
-    def __init__(self, dialer: Dialer, network: ipaddress.IPv4Network) -> None:
-        self.dialer, self.network = dialer, network
-        proxy = self
-
-        class Handler(socketserver.StreamRequestHandler):
-            timeout = 10
-
-            def handle(self) -> None:
-                proxy._handle(self.rfile, self.connection)
-
-        class Server(socketserver.ThreadingTCPServer):
-            daemon_threads = True
-            allow_reuse_address = True
-
-            def handle_error(self, request: Any, client_address: Any) -> None:
-                pass  # a scrape cut short (a pod killed mid-answer) is Prometheus's to count as down
-
-        self.server = Server(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._thread = threading.Thread(target=self.server.serve_forever, name="pod-network-proxy", daemon=True)
-        self._thread.start()
-
-    def _refuse(self, conn: socket.socket, code: int, why: str) -> None:
-        body = (why + "\n").encode()
-        head = f"HTTP/1.1 {code} {why[:60]}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-        with contextlib.suppress(OSError):
-            conn.sendall(head.encode("latin-1", "replace") + body)
-
-    def _handle(self, rfile: Any, conn: socket.socket) -> None:
-        head = b""
-        while not head.endswith(b"\r\n\r\n"):
-            line = rfile.readline(MAX_REQUEST_HEAD + 1)
-            if not line:
-                return
-            head += line
-            if len(head) > MAX_REQUEST_HEAD:
-                return self._refuse(conn, 431, "request head too large")
-        request, *headers = head.decode("latin-1").split("\r\n")
-        method, _, rest = request.partition(" ")
-        target = rest.rpartition(" ")[0]
-        if method != "GET":
-            return self._refuse(conn, 405, f"only GET is proxied, not {method[:20]!r}")
-        url = urllib.parse.urlsplit(target)
-        try:
-            host, port = ipaddress.ip_address(url.hostname or ""), url.port or 80
-        except ValueError:
-            return self._refuse(conn, 400, "the target is not an address on the pod network")
-        if url.scheme != "http" or host not in self.network:
-            return self._refuse(conn, 403, f"only http:// to {self.network} is proxied")
-        path = (url.path or "/") + (f"?{url.query}" if url.query else "")
-        kept = [h for h in headers if h and not h.lower().startswith(("proxy-", "connection:", "keep-alive:"))]
-        try:
-            upstream = self.dialer.connect(str(host), port)
-        except OSError as exc:
-            return self._refuse(conn, 502, f"cannot connect to {host}:{port}: {exc}")
-        with upstream, contextlib.suppress(OSError):  # either end gone: the scrape fails, nothing else
-            upstream.settimeout(30)
-            upstream.sendall(("\r\n".join([f"GET {path} HTTP/1.1", *kept, "Connection: close", "", ""])).encode())
-            while chunk := upstream.recv(65536):
-                conn.sendall(chunk)
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.dialer.close()
-
+from trainyard.sandbox.podproxy import Dialer, PodNetworkProxy
 
 # --- the scrape configuration ----------------------------------------------------------------
 
@@ -535,7 +398,7 @@ def job_metrics(prom: Prometheus, job: str, cluster: str, start: float, end: flo
         out.lines.append((what, "no data" if value is None else fmt.format(value), query))
         return value
 
-    ask("trainer pods scraped", f'count(count by (pod) (max_over_time(up{{{sel}}}[{span}]) == 1))', "{:.0f}")
+    ask("trainer pods scraped", f"count(count by (pod) (max_over_time(up{{{sel}}}[{span}]) == 1))", "{:.0f}")
     ask("steps", f"max(max_over_time({m.STEP.name}{{{sel}}}[{span}]))", "{:.0f}")
     tokens = f"max by ({m.LABEL_JOB}) (rate({m.TOKENS.name}{{{sel}}}[5s]))"
     ask("throughput, mean over the run", f"avg_over_time({tokens}[{span}:1s])", "{:,.0f} tokens/s")

@@ -1,11 +1,8 @@
-"""The demo's Prometheus: targets as Kubernetes service discovery gives them, the operator's scrape
-job of a PodMonitor, and the proxy into the pod network that refuses anything but a scrape."""
+"""The demo's Prometheus: targets as Kubernetes service discovery gives them and the operator's
+scrape job of a PodMonitor (the proxy into the pod network: test_podproxy.py)."""
 
 from __future__ import annotations
 
-import ipaddress
-import socket
-import threading
 from pathlib import Path
 
 import pytest
@@ -122,71 +119,6 @@ def test_a_pod_monitor_field_not_followed_is_refused_by_name(change: dict, named
     monitor = {**MONITOR, "spec": {**MONITOR["spec"], **change}}
     with pytest.raises(UserError, match=r"PodMonitor trainyard-system/trainers: .*" + named.replace("[", r"\[")):
         monitoring.pod_monitor_job(monitor, tmp_path / "t.json", "http://127.0.0.1:1", "1s")
-
-
-class _Upstream:
-    """A dialer that connects to a local server instead of the pod network, and records where."""
-
-    def __init__(self) -> None:
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.asked: list[tuple[str, int]] = []
-        self.requests: list[bytes] = []
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            conn, _ = self.server.accept()
-            with conn:
-                data = b""
-                while b"\r\n\r\n" not in data:
-                    data += conn.recv(4096)
-                self.requests.append(data)
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\nConnection: close\r\n\r\nup 1\n\n")
-
-    def connect(self, host: str, port: int) -> socket.socket:
-        self.asked.append((host, port))
-        return socket.create_connection(self.server.getsockname())
-
-    def close(self) -> None:
-        self.server.close()
-
-
-def _ask(proxy: monitoring.PodNetworkProxy, head: bytes) -> bytes:
-    with socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as s:
-        s.sendall(head)
-        out = b""
-        while chunk := s.recv(4096):
-            out += chunk
-    return out
-
-
-def test_the_proxy_forwards_a_scrape_and_refuses_everything_else() -> None:
-    upstream = _Upstream()
-    proxy = monitoring.PodNetworkProxy(upstream, ipaddress.ip_network("10.244.99.0/24"))  # type: ignore[arg-type]
-    try:
-        ok = _ask(proxy, b"GET http://10.244.99.5:9404/metrics HTTP/1.1\r\nHost: 10.244.99.5:9404\r\n"
-                         b"Proxy-Connection: keep-alive\r\n\r\n")  # fmt: skip
-        assert ok.startswith(b"HTTP/1.1 200") and ok.endswith(b"up 1\n\n")
-        assert upstream.asked == [("10.244.99.5", 9404)]
-        assert upstream.requests[0].startswith(b"GET /metrics HTTP/1.1\r\n")
-        assert b"Proxy-Connection" not in upstream.requests[0]
-        refusals = {
-            b"POST http://10.244.99.5:9404/ HTTP/1.1\r\n\r\n": b"405",
-            b"GET http://127.0.0.1:22/ HTTP/1.1\r\n\r\n": b"403",
-            b"GET http://10.0.0.1:80/ HTTP/1.1\r\n\r\n": b"403",
-            b"GET https://10.244.99.5:9404/ HTTP/1.1\r\n\r\n": b"403",
-            b"GET http://example.com/ HTTP/1.1\r\n\r\n": b"400",
-            b"GET http://[::1]:80/ HTTP/1.1\r\n\r\n": b"403",
-            b"GET http://\xff\xfe/ HTTP/1.1\r\n\r\n": b"400",
-            b"GET " + b"a" * 20000 + b" HTTP/1.1\r\n\r\n": b"431",
-            b"GET http://10.244.99.5:9404/ HTTP/1.1\r\n" + b"X: y\r\n" * 5000 + b"\r\n": b"431",
-        }
-        for head, code in refusals.items():
-            assert _ask(proxy, head).startswith(b"HTTP/1.1 " + code), head[:60]
-        assert upstream.asked == [("10.244.99.5", 9404)]  # nothing refused was dialled
-    finally:
-        proxy.close()
-        upstream.close()
 
 
 def test_the_plot_is_a_png_of_both_series_with_the_fault_marked(tmp_path: Path) -> None:
