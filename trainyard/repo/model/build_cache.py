@@ -6,7 +6,10 @@ content of every file the build can read: every file of every kustomization fold
 (its own and the bases and components it references, recursively) and every file or folder
 named by a string in those kustomizations (patches, generators' files, replacements, ...). A
 folder that reaches a remote resource (a URL or a git repository) is not cached: its content is
-not in the repository.
+not in the repository. Every string of the kustomization's YAML is looked at, as written (keys,
+both sides of a key written twice, merged mappings): whichever reading kustomize makes of it, a
+string it could fetch (:func:`trainyard.repo.model.remote_refs.is_remote`, kustomize's own rule)
+makes the build uncacheable, even where a local folder of the same path exists.
 
 An entry is one JSON file, ``<dir>/kustomize/<key[:2]>/<key>.json``, written to a temporary file
 in the same folder and renamed over the entry (atomic on POSIX), holding the key and a SHA-256 of
@@ -27,8 +30,9 @@ from pathlib import Path
 import orjson
 import yaml
 
+from trainyard.repo.model import rawyaml, remote_refs
 from trainyard.repo.model.rendered import Resource
-from trainyard.repo.model.repository import REMOTE_PREFIXES, kustomization_file
+from trainyard.repo.model.repository import kustomization_file
 
 FORMAT = "trainyard-kustomize-cache/1"
 DEFAULT_DIR = ".trainyard-cache"
@@ -51,15 +55,19 @@ def tool_version(command: tuple[str, ...]) -> str:
     return f"{' '.join(command)}\n{proc.stdout.strip()}"
 
 
-def _strings(node: object) -> Iterable[str]:
-    if isinstance(node, str):
-        yield node
-    elif isinstance(node, dict):
-        for value in node.values():
-            yield from _strings(value)
-    elif isinstance(node, list):
-        for value in node:
-            yield from _strings(value)
+def _strings(doc: yaml.Node) -> Iterable[str]:
+    """Every scalar of ``doc`` (keys too), each distinct node once."""
+    seen: set[int] = set()
+    stack = [doc]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode):
+            yield node.value
+        else:
+            stack.extend(rawyaml.children(node))
 
 
 # What one kustomization folder says of itself: its own files and the strings of its
@@ -74,14 +82,15 @@ def _listing(current: str, file: Path) -> _Listing:
             if entry.is_file():  # follows a link, as the build does
                 own.append(os.path.realpath(entry.path) if entry.is_symlink() else entry.path)
     try:
-        doc = yaml.safe_load(file.read_text(encoding="utf-8"))
+        docs = rawyaml.compose(file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return own, [], None  # kustomize refuses it; the build fails and nothing is stored
+        # what it names is not known: never cached (kustomize may read it all the same)
+        return own, [], f"{file} (not read: not YAML trainyard can bound)"
     candidates = []
-    for text in _strings(doc):
+    for text in (t for doc in docs for t in _strings(doc)):
         entry = text.strip()
-        if entry.startswith(REMOTE_PREFIXES):
-            return own, [], entry
+        if "\n" not in entry and remote_refs.is_remote(text):
+            return own, [], text
         if entry and "\n" not in entry and len(entry) <= 4096:
             candidates.append(entry)
     return own, candidates, None

@@ -15,7 +15,9 @@ reposerver/repository/repository.go and util/app/discovery/discovery.go):
 - a folder without a kustomization (Argo CD would render its files as a plain directory).
 
 What would reach outside the folder is refused: remote bases and URLs (kustomize fetches them, with
-the repository's credentials, at render time), absolute paths, paths and symbolic links that lead
+the repository's credentials, at render time; every entry kustomize's own rule would fetch, in every
+field that names a file or folder, whether or not a local folder of that path exists:
+:mod:`trainyard.repo.model.remote_refs`), absolute paths, paths and symbolic links that lead
 outside the folder. The one exception is the platform's job bases, :data:`JOB_BASES` (folders under
 ``base/jobs/``), which a job's kustomization takes as a resource.
 
@@ -27,6 +29,12 @@ What is too large is refused before it is read: a file over :data:`MAX_FILE_BYTE
 their resources and patches) is parsed with :mod:`trainyard.repo.model.rawyaml` (linear, bounded) and
 every object's metadata is held to Kubernetes' limits with its line: names, label keys and values,
 annotation keys and the 256 KiB annotation total. A JSON patch's operations must be well formed.
+
+Every YAML file of the folder that kustomize reads gives each key once: a key written twice in a
+mapping, or given both directly and through a ``<<`` merge, is refused with the lines of both
+(:func:`trainyard.repo.model.rawyaml.duplicate_key`; a generator's YAML file only for that, its content
+being data); and a kustomization's keys are written as kustomize's field names, since kustomize
+matches them without regard to case (:mod:`trainyard.repo.model.kustomization_keys`).
 """
 
 from __future__ import annotations
@@ -46,7 +54,7 @@ from trainyard.contract.k8s import (
     label_value_problem,
     qualified_name_problem,
 )
-from trainyard.repo.model import rawyaml
+from trainyard.repo.model import kustomization_keys, rawyaml, remote_refs
 from trainyard.repo.model.problems import Problem, error
 from trainyard.repo.model.rendered import tree_copy
 from trainyard.repo.model.repository import Repository, kustomization_file
@@ -196,7 +204,10 @@ def _name_rules(s: Scan, path: Path) -> None:
         )
 
 
-def _read(s: Scan, path: Path) -> list[yaml.Node] | None:
+def _read(s: Scan, path: Path, *, data: bool = False) -> list[yaml.Node] | None:
+    """The YAML documents of ``path``, refused (None) with a problem naming the file and line where
+    they are not YAML or give a key twice. ``data``: a generator's file, whose content is the
+    ConfigMap's or Secret's: only a key given twice is refused, text that is not YAML is left alone."""
     if path in s.docs:
         return s.docs[path]
     try:
@@ -208,16 +219,23 @@ def _read(s: Scan, path: Path) -> list[yaml.Node] | None:
             return None  # refused by its size already
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
-        s.err(path, f"not UTF-8 text (byte {exc.start}); kustomize reads YAML as UTF-8")
+        if not data:
+            s.err(path, f"not UTF-8 text (byte {exc.start}); kustomize reads YAML as UTF-8")
         return None
     except OSError as exc:
         s.err(path, f"cannot be read: {exc.strerror}")
         return None
     try:
-        docs = rawyaml.load(text)
+        docs = rawyaml.compose(text)
     except rawyaml.YamlRefused as exc:
-        s.err(path, str(exc), exc.line)
+        if not data:
+            s.err(path, str(exc), exc.line)
         return None
+    for doc in docs:  # the merge rule of go-yaml v2 too: a kustomization and a JSON patch are read with it
+        problem = rawyaml.duplicate_key(doc, merge_overrides=False)
+        if problem is not None:
+            s.err(path, problem[1], problem[0])
+            return None
     s.docs[path] = docs
     return docs
 
@@ -233,6 +251,8 @@ def _kustomization(s: Scan, file: Path) -> None:
     if not isinstance(doc, yaml.MappingNode):
         s.err(file, "a kustomization is a mapping (apiVersion, kind, resources, patches...)", rawyaml.line(doc))
         return
+    for line, message in kustomization_keys.problems(doc):
+        s.err(file, message, line)
     for key, value in rawyaml.items(doc):
         name = rawyaml.scalar(key)
         if name in PLUGIN_FIELDS:
@@ -261,7 +281,8 @@ def _kustomization(s: Scan, file: Path) -> None:
             for gen in _seq(value):
                 for field_name in ("files", "envs"):
                     for entry in _seq(rawyaml.get(gen, field_name)):
-                        _reference(s, file, entry, directory_ok=False, key_value=field_name == "files")
+                        if _reference(s, file, entry, directory_ok=False, key_value=field_name == "files"):
+                            _data_file(s, file, entry, key_value=field_name == "files")
                 env = rawyaml.get(gen, "env")
                 if env is not None:
                     _reference(s, file, env, directory_ok=False)
@@ -295,19 +316,23 @@ def _reference(s: Scan, file: Path, node: yaml.Node, *, directory_ok: bool, key_
     line = rawyaml.line(node)
     if text is None:
         return False
+    # kustomize splits "key=path" (api@v0.21.1 internal/generators/utils.go ParseFileSource); either part counts
+    for candidate in (text, text.split("=", 1)[1]) if key_value and "=" in text else (text,):
+        if remote_refs.is_remote(candidate):
+            what = remote_refs.describe(candidate)
+            s.err(file, f"{candidate[:200]!r} is fetched from the network by kustomize ({what}), whether or not"
+                  " a local folder of that path exists: a job folder may use its own files and the job bases under "
+                  "base/jobs/ only", line)  # fmt: skip
+            return False
     if key_value and "=" in text:
         text = text.split("=", 1)[1]
     entry = text.strip()
-    if "://" in entry or entry.startswith(("git@", "git::", "github.com/")) or "?ref=" in entry or "?" in entry:
-        s.err(file, f"{entry[:200]!r} is fetched from the network by kustomize (a remote base or URL): a job folder "
-              "may use its own files and the job bases under base/jobs/ only", line)  # fmt: skip
-        return False
     if os.path.isabs(entry):
         s.err(file, f"{entry[:200]!r} is an absolute path: use a path relative to the kustomization", line)
         return False
     target = Path(os.path.realpath(file.parent / entry))
     if not target.exists():
-        s.err(file, f"{entry[:200]!r} does not exist (kustomize would then try to fetch it as a remote base)", line)
+        s.err(file, f"{entry[:200]!r} does not exist", line)
         return False
     if not s.inside(target):
         if directory_ok and target.is_dir() and s.job_base(target):
@@ -328,7 +353,17 @@ def _reference(s: Scan, file: Path, node: yaml.Node, *, directory_ok: bool, key_
         docs = _read(s, target)
         for doc in docs or []:
             _object(s, target, doc)
+    elif target.suffix in YAML_SUFFIXES and not key_value:
+        _read(s, target)  # replacements, openapi, crds, configurations: YAML kustomize reads
     return True
+
+
+def _data_file(s: Scan, file: Path, node: yaml.Node, *, key_value: bool) -> None:
+    """A generator's file that is YAML (by its name): its keys given once, like every YAML of the folder."""
+    text = (rawyaml.scalar(node) or "").strip()
+    path = Path(os.path.realpath(file.parent / (text.split("=", 1)[1] if key_value and "=" in text else text)))
+    if path.is_file() and path.suffix in YAML_SUFFIXES:
+        _read(s, path, data=True)
 
 
 def _patch_file(s: Scan, path: Path, target_kind: str | None) -> None:

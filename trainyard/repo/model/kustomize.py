@@ -23,9 +23,9 @@ from pathlib import Path
 import yaml
 
 from trainyard.contract.errors import UserError
-from trainyard.repo.model import build_cache
+from trainyard.repo.model import build_cache, remote_refs
 from trainyard.repo.model.rendered import ORIGIN_ANNOTATION, Resource, tree_copy
-from trainyard.repo.model.repository import REMOTE_PREFIXES, Repository, kustomization_file
+from trainyard.repo.model.repository import Repository, kustomization_file
 
 try:  # the C loader is several times faster on large renders
     _Loader: type = yaml.CSafeLoader  # type: ignore[attr-defined]
@@ -65,8 +65,9 @@ def is_kustomization(folder: Path) -> bool:
 
 
 def is_remote(entry: object) -> bool:
-    """A kustomization ``resources`` entry kustomize fetches over the network (a URL or a git repository)."""
-    return isinstance(entry, str) and entry.strip().startswith(REMOTE_PREFIXES)
+    """A kustomization entry kustomize fetches over the network (a git repository it clones or a URL
+    it downloads), by kustomize's own rule: :func:`trainyard.repo.model.remote_refs.is_remote`."""
+    return remote_refs.is_remote(entry)
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,20 @@ expand to an exponential number of nodes (the "billion laughs"). So a file is fi
 parser events, stopping at the first one nested deeper than :data:`MAX_DEPTH`; only then is it
 composed into nodes (which keep their line), and a document whose aliases expand to more than
 :data:`MAX_NODES` nodes is refused before anything walks it. Callers bound the file's size first.
+
+A key written twice in one mapping is refused by :func:`load`, naming both lines: readers disagree on
+which one counts. kustomize reads resources and patches with go-yaml v3 (kyaml), which refuses them
+(go.yaml.in/yaml/v3@v3.0.4 decode.go ``decoder.mapping``: ``uniqueKeys``, on by default, compares the
+keys' kind and text), but a kustomization and a JSON patch in YAML with go-yaml v2 through
+sigs.k8s.io/yaml@v1.6.0 ``YAMLToJSON`` (api@v0.21.1 types/kustomization.go ``Unmarshal``,
+internal/builtins/PatchJson6902Transformer.go), where the last one wins, as in PyYAML. Two keys count
+as one when their text is the same, whatever their quotes or tag (a superset of go-yaml v3's rule);
+a key that is not a plain value (a mapping or a list) is refused as well. Merge keys (``<<``): kyaml
+(sigs.k8s.io/kustomize/kyaml@v0.21.1 yaml/rnode.go ``deAnchor``) refuses two in one mapping ("duplicate
+merge key") and, like PyYAML, lets the mapping's own keys override merged ones, but go-yaml v2
+(go.yaml.in/yaml/v2@v2.4.3 decode.go ``decoder.merge``) writes merged keys where the ``<<`` stands, over
+the keys before it; with ``merge_overrides=False`` a key given both ways (or by two merged mappings)
+is refused too.
 """
 
 from __future__ import annotations
@@ -24,7 +38,7 @@ MAX_NODES = 200_000  # nodes of one document once its aliases are expanded
 MERGE = "tag:yaml.org,2002:merge"
 
 
-class YamlRefused(ValueError):
+class YamlRefused(yaml.YAMLError, ValueError):
     """The text is not YAML, or too deep or too large once expanded; ``line`` is 1-based (0: unknown)."""
 
     def __init__(self, line: int, message: str) -> None:
@@ -36,8 +50,21 @@ def _line(mark: object) -> int:
     return int(getattr(mark, "line", -1)) + 1
 
 
-def load(text: str) -> list[yaml.Node]:
-    """The documents of ``text`` as nodes (empty documents dropped). Raises YamlRefused."""
+def load(text: str, *, merge_overrides: bool = True) -> list[yaml.Node]:
+    """The documents of ``text`` as nodes (empty documents dropped), no key written twice in a mapping
+    (nor, with ``merge_overrides=False``, given both directly and through a ``<<`` merge). Raises
+    YamlRefused."""
+    docs = compose(text)
+    for doc in docs:
+        problem = duplicate_key(doc, merge_overrides=merge_overrides)
+        if problem is not None:
+            raise YamlRefused(*problem)
+    return docs
+
+
+def compose(text: str) -> list[yaml.Node]:
+    """The documents of ``text`` as nodes (empty documents dropped), bounded in depth and expansion
+    but with keys as written. Raises YamlRefused."""
     depth = 0
     try:
         for event in yaml.parse(text, Loader=_Loader):
@@ -81,6 +108,67 @@ def expanded_size(node: yaml.Node) -> int:
         stack.append((current, True))
         stack.extend((k, False) for k in kids if id(k) not in sizes)
     return sizes[id(node)]
+
+
+def _key_text(key: yaml.Node) -> str:
+    return f"{key.value[:80]!r}{'...' if len(key.value) > 80 else ''}"
+
+
+def _merged(value: yaml.Node) -> list[yaml.Node]:
+    """The mappings a ``<<`` key merges: a mapping, or a list of them (the first takes precedence)."""
+    if isinstance(value, yaml.MappingNode):
+        return [value]
+    return [m for m in value.value if isinstance(m, yaml.MappingNode)] if isinstance(value, yaml.SequenceNode) else []
+
+
+def duplicate_key(node: yaml.Node, *, merge_overrides: bool = True) -> tuple[int, str] | None:
+    """The first mapping key under ``node`` written twice (line of the second one, message naming
+    both), or a key that is not a plain value; None when there is none. Each distinct node is looked
+    at once (an alias is not a second copy), without recursion."""
+    seen: set[int] = set()
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, yaml.SequenceNode):
+            stack.extend(reversed(current.value))
+            continue
+        if not isinstance(current, yaml.MappingNode):
+            continue
+        first: dict[str, yaml.Node] = {}
+        merges: list[yaml.Node] = []
+        for key, value in current.value:
+            if not isinstance(key, yaml.ScalarNode):
+                return line(key), "a mapping key must be a plain value (a string), not a mapping or a list"
+            if key.value in first:
+                what = "merge key" if key.tag == MERGE else "key"
+                return line(key), (
+                    f"the {what} {_key_text(key)} is written twice in this mapping (lines {line(first[key.value])} and "
+                    f"{line(key)}): YAML readers disagree on which one counts (kustomize refuses it in a resource, "
+                    "takes the last one in a kustomization); write it once"
+                )
+            first[key.value] = key
+            if key.tag == MERGE:
+                merges.append(value)
+        if not merge_overrides and merges:
+            given = {k: v for k, v in first.items() if v.tag != MERGE}
+            for mapping in [m for v in merges for m in _merged(v)]:
+                for key, _ in mapping.value:
+                    if isinstance(key, yaml.ScalarNode) and key.tag != MERGE and key.value in given:
+                        return line(key), (
+                            f"the key {_key_text(key)} is given twice, at line {line(given[key.value])} and through "
+                            f"the '<<' merge at line {line(key)}: readers disagree on which counts (go-yaml v2, which "
+                            "kustomize reads kustomizations and JSON patches with, takes the one written later; the "
+                            "YAML rule, the mapping's own key); "
+                            "write it once"
+                        )
+                for key, _ in mapping.value:
+                    if isinstance(key, yaml.ScalarNode) and key.tag != MERGE:
+                        given.setdefault(key.value, key)
+        stack.extend(reversed([n for pair in current.value for n in pair]))
+    return None
 
 
 def children(node: yaml.Node) -> list[yaml.Node]:

@@ -58,8 +58,6 @@ class Repository:
 
 
 KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
-# A kustomization entry kustomize fetches over the network (a URL or a git repository).
-REMOTE_PREFIXES = ("http://", "https://", "git::", "ssh://", "git@", "github.com/")
 
 
 def kustomization_file(folder: Path) -> Path | None:
