@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainyard.repo.generate import dashboards, limits, mutating_policy, pod_security, queues, runtimes
+from trainyard.repo.generate import dashboards, limits, mutating_policy, pod_security, priority, queues, runtimes
 from trainyard.repo.model import declared, rendered_facts
 from trainyard.repo.model.repository import OVERLAYS, POLICIES, Repository
 
@@ -87,6 +87,10 @@ def expected(repo: Repository) -> list[Generated]:
         folder = f"{OVERLAYS.as_posix()}/{cluster}/platform/{limits.FOLDER}"  # its kustomization is the quota's
         text = limits.render(facts, rendered_facts.TRAINING_NAMESPACE, source)
         out.append(Generated(f"{folder}/{limits.FILE}", text, source))
+        folder = (
+            f"{OVERLAYS.as_posix()}/{cluster}/platform/{priority.FOLDER}"  # listed by the namespaces' kustomization
+        )
+        out.append(Generated(f"{folder}/{priority.FILE}", priority.render(facts, source), source))
     out.extend(Generated(path, text, dashboards.SOURCE) for path, text in dashboards.files(MARKER))
     return out
 

@@ -6,6 +6,8 @@ Kubernetes 1.36+), its node pools (how many nodes, their labels and what each ca
 the node labels that make up its network topology, outermost first (block, rack, host). The
 tooling reads them for capacity checks, for the Kueue objects it generates and for the admission
 mode; the job namespace's quota stays in its ResourceQuota manifest, read from the render.
+``jobPriorityClasses`` and ``jobWorkloadPriorityClasses`` list the PriorityClasses and Kueue
+WorkloadPriorityClasses jobs may name (none by default; never a ``system-`` class).
 ``schedulers`` names the schedulers the cluster runs beside ``default-scheduler`` (a pod naming
 another one stays Pending for ever).
 ``monitoring: prometheus-operator`` says Prometheus Operator runs on the cluster (installed by the
@@ -76,6 +78,20 @@ def _scheduler(value: str) -> str:
 
 Version = Annotated[str, AfterValidator(_version)]
 SchedulerName = Annotated[str, AfterValidator(_scheduler)]
+
+
+def _priority_class(value: str) -> str:
+    # kube-apiserver reserves the prefix for its own classes (kubernetes/kubernetes@v1.36.0:
+    # pkg/apis/scheduling/validation/validation.go ValidatePriorityClass, scheduling.SystemPriorityClassPrefix):
+    # system-node-critical and system-cluster-critical preempt the platform's own pods
+    if value.startswith("system-"):
+        raise ValueError(f"{value!r}: a job may not run at a system priority (it would preempt the platform's pods)")
+    if not is_dns1123_subdomain(value):
+        raise ValueError(f"{value!r} is not a class name (DNS-1123 subdomain)")
+    return value
+
+
+PriorityClassName = Annotated[str, AfterValidator(_priority_class)]
 Quantity = Annotated[str, AfterValidator(_quantity)]
 LabelKey = Annotated[str, AfterValidator(_label_key)]
 
@@ -116,6 +132,12 @@ class Spec(_Model):
     monitoring: Literal["none", "prometheus-operator"] = NO_MONITORING
     # schedulers the cluster runs beside default-scheduler (a pod naming another stays Pending)
     schedulers: list[SchedulerName] = []
+    # PriorityClasses a job's pods may name (spec.priorityClassName); a pod naming none gets the
+    # cluster's default, always allowed. Kueue WorkloadPriorityClasses a job may name (its label
+    # kueue.x-k8s.io/priority-class). Any other is refused by validate and by the generated
+    # admission policy (trainyard/repo/generate/priority.py).
+    job_priority_classes: list[PriorityClassName] = []
+    job_workload_priority_classes: list[PriorityClassName] = []
 
     @model_validator(mode="after")
     def _consistent(self) -> Spec:

@@ -10,7 +10,7 @@ from trainyard.repo.generate import mutating_policy
 from trainyard.repo.jobs import preview
 from trainyard.repo.model.rendered import Resource, as_dict, as_list, containers, dig, pod_templates
 from trainyard.repo.upstream import syncorder, training_operator, trainjob
-from trainyard.repo.validate import ClusterCheck, outlive, trainer
+from trainyard.repo.validate import ClusterCheck, outlive, priority, trainer
 from trainyard.repo.validate.objects import check_env, check_image
 
 # Argo CD deletes and re-creates a resource carrying this option (docs/user-guide/sync-options.md,
@@ -75,6 +75,7 @@ def check_jobs(ctx: ClusterCheck) -> None:
         trainer.check_trainer(ctx, jp)
     check_names(ctx)
     outlive.check_outlive(ctx)
+    priority.check_priority(ctx)
 
 
 # What the cluster itself creates in every namespace: kube-controller-manager publishes the API server's CA
