@@ -12,6 +12,8 @@
   (:mod:`trainyard.repo.generate.queues`);
 - ``overlays/<cluster>/platform/namespaces/limitrange.yaml``: the job namespace's per-container
   default requests and limits, from the same facts (:mod:`trainyard.repo.generate.limits`);
+- ``overlays/<cluster>/platform/namespaces/networkpolicy.yaml``: the trainer's metrics port open to
+  the monitoring namespace alone (:mod:`trainyard.repo.generate.metrics_policy`);
 - ``base/monitoring/dashboards/``: the Grafana dashboards of a job and of the platform, as
   ConfigMaps for Grafana's sidecar (:mod:`trainyard.repo.generate.dashboards`).
 
@@ -25,7 +27,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainyard.repo.generate import dashboards, limits, mutating_policy, pod_security, priority, queues, runtimes
+from trainyard.repo.generate import (
+    dashboards,
+    limits,
+    metrics_policy,
+    mutating_policy,
+    pod_security,
+    priority,
+    queues,
+    runtimes,
+)
 from trainyard.repo.model import declared, rendered_facts
 from trainyard.repo.model.repository import OVERLAYS, POLICIES, Repository
 
@@ -91,6 +102,9 @@ def expected(repo: Repository) -> list[Generated]:
             f"{OVERLAYS.as_posix()}/{cluster}/platform/{priority.FOLDER}"  # listed by the namespaces' kustomization
         )
         out.append(Generated(f"{folder}/{priority.FILE}", priority.render(facts, source), source))
+        folder = f"{OVERLAYS.as_posix()}/{cluster}/platform/{metrics_policy.FOLDER}"
+        text = metrics_policy.render(rendered_facts.TRAINING_NAMESPACE, metrics_policy.SOURCE)
+        out.append(Generated(f"{folder}/{metrics_policy.FILE}", text, metrics_policy.SOURCE))
     out.extend(Generated(path, text, dashboards.SOURCE) for path, text in dashboards.files(MARKER))
     return out
 
