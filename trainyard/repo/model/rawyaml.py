@@ -77,6 +77,8 @@ def compose(text: str) -> list[yaml.Node]:
             elif isinstance(event, yaml.CollectionEndEvent):
                 depth -= 1
         docs = [d for d in yaml.compose_all(text, Loader=_Loader) if d is not None]
+    except YamlRefused:
+        raise
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         raise YamlRefused(_line(mark), f"not valid YAML: {exc.problem or exc.context}") from None
@@ -138,7 +140,7 @@ def duplicate_key(node: yaml.Node, *, merge_overrides: bool = True) -> tuple[int
         if not isinstance(current, yaml.MappingNode):
             continue
         first: dict[str, yaml.Node] = {}
-        merges: list[yaml.Node] = []
+        merges: list[tuple[yaml.Node, yaml.Node]] = []
         for key, value in current.value:
             if not isinstance(key, yaml.ScalarNode):
                 return line(key), "a mapping key must be a plain value (a string), not a mapping or a list"
@@ -151,22 +153,21 @@ def duplicate_key(node: yaml.Node, *, merge_overrides: bool = True) -> tuple[int
                 )
             first[key.value] = key
             if key.tag == MERGE:
-                merges.append(value)
+                merges.append((key, value))
         if not merge_overrides and merges:
             given = {k: v for k, v in first.items() if v.tag != MERGE}
-            for mapping in [m for v in merges for m in _merged(v)]:
-                for key, _ in mapping.value:
-                    if isinstance(key, yaml.ScalarNode) and key.tag != MERGE and key.value in given:
-                        return line(key), (
-                            f"the key {_key_text(key)} is given twice, at line {line(given[key.value])} and through "
-                            f"the '<<' merge at line {line(key)}: readers disagree on which counts (go-yaml v2, which "
-                            "kustomize reads kustomizations and JSON patches with, takes the one written later; the "
-                            "YAML rule, the mapping's own key); "
-                            "write it once"
+            for merge, mapping in [(k, m) for k, v in merges for m in _merged(v)]:
+                keys = [k for k, _ in mapping.value if isinstance(k, yaml.ScalarNode) and k.tag != MERGE]
+                for key in keys:
+                    if key.value in given:
+                        return line(merge), (
+                            f"the key {_key_text(key)} is given twice: at line {line(given[key.value])} and at line "
+                            f"{line(key)}, merged in by the '<<' at line {line(merge)}: readers disagree on which "
+                            "counts (go-yaml v2, which kustomize reads kustomizations and JSON patches with, takes the "
+                            "one written later; the YAML rule, the mapping's own key); write it once"
                         )
-                for key, _ in mapping.value:
-                    if isinstance(key, yaml.ScalarNode) and key.tag != MERGE:
-                        given.setdefault(key.value, key)
+                for key in keys:
+                    given.setdefault(key.value, key)
         stack.extend(reversed([n for pair in current.value for n in pair]))
     return None
 

@@ -166,3 +166,30 @@ def test_the_listings_kept_between_builds_see_a_new_file_and_an_edited_kustomiza
     kustomization.write_text(text, encoding="utf-8")
     assert root / JOB / "more" / "extra.yaml" in build_cache.inputs(job, root, listings)
     assert build_cache.inputs(job, root, listings) == build_cache.inputs(job, root)
+
+
+SHADOWED = {
+    "scp form with a user": "resources:\n  - me@example.com:org/repo\n",
+    "host in upper case": "resources:\n  - GitHub.com/org/repo//deploy\n",
+    "git:: in another case": "components:\n  - GIT::https://example.com/org/repo\n",
+    "a URL in another case, as a patch": "patches:\n  - path: HTTPS://example.com/p.yaml\n",
+    "the key in another case": "Resources:\n  - me@example.com:org/repo\n",
+    "merged in after the own key": "resources: [local]\n<<: {resources: [me@example.com:org/repo]}\n",
+}
+
+
+@pytest.mark.parametrize("case", SHADOWED)
+def test_a_build_that_could_reach_a_remote_is_never_cached_even_with_a_local_folder_there(tmp_path: Path, case):
+    folder = tmp_path / "job"
+    text = SHADOWED[case]
+    (folder / "local").mkdir(parents=True)
+    for shadow in ("me@example.com:org/repo", "GitHub.com/org/repo/deploy", "GIT::https:/example.com/org/repo"):
+        (folder / shadow).mkdir(parents=True)  # kustomize clones all the same (FileLoader.New tries git first)
+        (folder / shadow / "kustomization.yaml").write_text("resources: []\n", encoding="utf-8")
+    (folder / "kustomization.yaml").write_text(text, encoding="utf-8")
+    with pytest.raises(build_cache.Uncacheable):
+        build_cache.inputs(folder, tmp_path)
+    # positive control: the same folder naming its local folder is cached, keyed by that folder's files
+    (folder / "kustomization.yaml").write_text("resources:\n  - local\n", encoding="utf-8")
+    (folder / "local" / "kustomization.yaml").write_text("resources: []\n", encoding="utf-8")
+    assert folder / "local" / "kustomization.yaml" in build_cache.inputs(folder, tmp_path)
