@@ -34,7 +34,7 @@ import urllib.parse
 from collections import OrderedDict
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.exposition import choose_encoder, gzip_accepted
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, choose_encoder, generate_latest, gzip_accepted
 
 from trainyard.contract.httphead import HeadError, HeadLimits, HeadReader, RequestHead, reason, refusal
 from trainyard.contract.metrics import METRICS_PATH
@@ -95,7 +95,14 @@ class MetricsServer:
             if not self._admit(key, conn):
                 _drop(conn)
                 continue
-            threading.Thread(target=self._serve, args=(key, conn), name="trainyard-metrics-conn", daemon=True).start()
+            try:
+                threading.Thread(
+                    target=self._serve, args=(key, conn), name="trainyard-metrics-conn", daemon=True
+                ).start()
+            except RuntimeError:  # no thread to be had (the process is at its limit): this one is let go
+                with self._lock:
+                    self._waiting.pop(key, None)
+                _drop(conn)
 
     def _admit(self, key: int, conn: socket.socket) -> bool:
         with self._lock:
@@ -162,8 +169,15 @@ class MetricsServer:
         registry = self.registry
         if "name[]" in query:
             registry = registry.restricted_registry(query["name[]"])  # type: ignore[assignment]
-        encoder, content_type = choose_encoder(", ".join(head.values("accept")))
-        body = encoder(registry)
+        try:
+            encoder, content_type = choose_encoder(", ".join(head.values("accept")))
+        except (TypeError, ValueError):  # prometheus_client compares a version it could not parse
+            encoder, content_type = generate_latest, CONTENT_TYPE_PLAIN_0_0_4
+        try:
+            body = encoder(registry)
+        except Exception:  # a collector failed: an answer, not a traceback on the trainer's stderr
+            self._send(conn, refusal(500, "the metrics could not be rendered"))
+            return False
         extra = []
         if gzip_accepted(", ".join(head.values("accept-encoding"))):
             body = gzip.compress(body)

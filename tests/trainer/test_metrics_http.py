@@ -100,6 +100,25 @@ def test_gzip_openmetrics_and_head_are_negotiated_as_start_http_server_did(serve
     assert only.startswith(b"HTTP/1.1 200") and b"trainyard_step 7" in only and b"trainyard_steps_total" not in only
 
 
+def test_an_accept_prometheus_client_cannot_read_gets_the_text_format(serve) -> None:
+    # prometheus_client's choose_encoder raises TypeError on a version that is not numbers
+    server = serve()
+    for accept in (b"application/openmetrics-text;version=abc", b"text/plain;version=x.y"):
+        answer = exchange(server, b"GET /metrics HTTP/1.0\r\nAccept: " + accept + b"\r\n\r\n")
+        assert answer.startswith(b"HTTP/1.1 200") and b"Content-Type: text/plain; version=0.0.4" in answer
+        assert families(answer.partition(b"\r\n\r\n")[2].decode())["trainyard_step"] == 7
+
+
+def test_a_collector_that_fails_gets_a_500_not_a_traceback(serve) -> None:
+    class Broken:
+        def collect(self) -> list:
+            raise RuntimeError("boom")
+
+    server = serve()
+    server.registry.register(Broken())  # type: ignore[arg-type]
+    assert exchange(server, GET).startswith(b"HTTP/1.1 500")
+
+
 def test_a_kept_alive_connection_answers_pipelined_scrapes_then_is_closed_when_idle(serve) -> None:
     server = serve(idle_timeout=0.2)
     with connect(server) as sock:

@@ -169,6 +169,7 @@ _REASONS = {
     408: "Request Timeout",
     414: "URI Too Long",
     431: "Request Header Fields Too Large",
+    500: "Internal Server Error",
     502: "Bad Gateway",
     503: "Service Unavailable",
 }
