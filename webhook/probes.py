@@ -7,27 +7,59 @@ fail, and the probe port itself is reached only from the node and the monitoring
 loop works; /healthz reports the event loop itself: it fails once the loop has not ticked for
 ``stall_after`` seconds (a loop stuck that long is restarted by the liveness probe).
 
-At most ``MAX_CLIENTS`` probes are answered at once, each within ``TIMEOUT`` seconds; more are
-closed unanswered.
+At most ``MAX_CLIENTS`` probes are answered at once; more are closed unanswered. A request head is
+read strictly (:mod:`trainyard.contract.httphead`: CRLF only, no folding, 4 KiB, 16 fields) and
+must arrive whole within ``TIMEOUT`` seconds (a deadline for the head, not for each read: a client
+sending a byte a second holds a slot for ``TIMEOUT`` seconds, not for as long as it likes); only
+GET is answered, once a connection.
 """
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from trainyard.contract.httphead import HeadError, HeadLimits, HeadReader, refusal
 from webhook.app import State, readiness
 
 MAX_CLIENTS = 16
 TIMEOUT = 2.0
+LIMITS = HeadLimits(max_line=2048, max_fields=16, max_head=4096, head_timeout=TIMEOUT)
 
 
 class _Handler(BaseHTTPRequestHandler):
     server: ProbeServer
     timeout = TIMEOUT  # socket timeout: a slow client is cut
     protocol_version = "HTTP/1.1"
+
+    def handle(self) -> None:
+        """One request a connection, its head read by HeadReader in place of the stdlib's lenient
+        reader (whose timeout is per read)."""
+        with contextlib.suppress(OSError):  # the client left or stopped reading: nothing to answer
+            self._handle()
+
+    def _handle(self) -> None:
+        try:
+            head = HeadReader(self.connection, LIMITS).next(TIMEOUT)
+            if head is None:
+                return
+            if head.method != "GET":
+                raise HeadError(405, f"only GET is answered, not {head.method[:20]}")
+            if head.values("transfer-encoding") or head.one("content-length") not in (None, "0"):
+                raise HeadError(400, "a probe has no body")
+        except HeadError as exc:
+            self.connection.settimeout(TIMEOUT)
+            self.connection.sendall(refusal(exc.status, exc.why))
+            return
+        self.connection.settimeout(TIMEOUT)  # the reader leaves what was left of its deadline
+        self.command, self.path, self.request_version = head.method, head.target, f"HTTP/{head.version}"
+        self.requestline = f"{head.method} {head.target} HTTP/{head.version}"
+        self.close_connection = True
+        self.do_GET()
+        self.wfile.flush()
 
     def do_GET(self) -> None:
         state = self.server.state
