@@ -320,9 +320,9 @@ def _reference(s: Scan, file: Path, node: yaml.Node, *, directory_ok: bool, key_
     for candidate in (text, text.split("=", 1)[1]) if key_value and "=" in text else (text,):
         if remote_refs.is_remote(candidate):
             what = remote_refs.describe(candidate)
-            s.err(file, f"{candidate[:200]!r} is fetched from the network by kustomize ({what}), whether or not"
-                  " a local folder of that path exists: a job folder may use its own files and the job bases under "
-                  "base/jobs/ only", line)  # fmt: skip
+            s.err(file, f"{candidate[:200]!r} is fetched from the network by kustomize (a remote base or URL: "
+                  f"{what}), whether or not a local folder of that path exists: a job folder may use its own files "
+                  "and the job bases under base/jobs/ only", line)  # fmt: skip
             return False
     if key_value and "=" in text:
         text = text.split("=", 1)[1]

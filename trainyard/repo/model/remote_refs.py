@@ -223,8 +223,10 @@ def is_remote(entry: object) -> bool:
 
 def describe(entry: str) -> str:
     """What kustomize would fetch for ``entry`` (which :func:`is_remote` accepts), in words."""
+    url = any(is_remote_file(e) for e in (entry, entry.strip()))
     for e in (entry, entry.strip()):
         spec = repo_spec(e)
         if spec is not None:
-            return f"a git repository kustomize clones ({spec.clone_spec}{' at ' + spec.ref if spec.ref else ''})"
-    return "a URL kustomize downloads"
+            clone = f"the git repository {spec.clone_spec}{' at ' + spec.ref if spec.ref else ''}"
+            return f"a URL it downloads, or else {clone} it clones" if url else f"{clone}, which it clones"
+    return "a URL it downloads"

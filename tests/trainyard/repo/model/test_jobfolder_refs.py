@@ -105,7 +105,7 @@ def test_each_field_refuses_a_remote_even_with_a_local_folder_of_that_path(tmp_p
 
 def test_the_message_names_the_repository_kustomize_would_clone(tmp_path):
     (problem,) = _problems(tmp_path, "resources:\n  - GitHub.com/org/repo//deploy?ref=v1\n")
-    assert "a git repository kustomize clones (https://github.com/org/repo at v1)" in problem
+    assert "(a remote base or URL: the git repository https://github.com/org/repo at v1, which it clones)" in problem
 
 
 KEY_CASES = {

@@ -1,14 +1,16 @@
 """Which kustomization entries kustomize fetches: the port of its rule (remote_refs) against
 kustomize's own test table and against the real kustomize binary, run with no network: ``git`` on
 its PATH is a stand-in that records what kustomize asks of it and fails the fetch, and HTTP goes to a
-proxy port nothing listens on. Each entry also exists as a local folder holding a kustomization, so
-a build that succeeds shows that kustomize read the local folder."""
+local proxy that records each request and answers none. Each entry also exists as a local folder
+holding a kustomization, so a build that succeeds shows that kustomize read the local folder."""
 
 from __future__ import annotations
 
 import json
 import socket
 import subprocess
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,7 +74,7 @@ def test_local_paths_are_not_remote(entry):
     ["HTTPS://example.com/x.yaml", "hTTp://example.com/x.yaml", "https:x.yaml", " https://example.com/x.yaml"],
 )
 def test_urls_in_any_case_are_downloaded(entry):
-    assert remote_refs.is_remote(entry) and remote_refs.describe(entry) == "a URL kustomize downloads"
+    assert remote_refs.is_remote(entry) and remote_refs.describe(entry) == "a URL it downloads"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -91,8 +93,39 @@ class Outcome:
         return bool(self.git) or self.http
 
 
+class _Proxy:
+    """An HTTP proxy on a loopback port that records the first line of each request and closes the
+    connection unanswered: kustomize's download fails, and the attempt is known even where kustomize
+    falls back to a local folder and prints nothing."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.requests: list[str] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(5)
+                try:
+                    self.requests.append(conn.recv(4096).decode("latin-1").split("\r\n", 1)[0])
+                except OSError:
+                    self.requests.append("?")
+
+
+@dataclass
+class Offline:
+    home: Path  # bin/git: the stand-in
+    proxy: _Proxy
+
+
 @pytest.fixture(scope="module")
-def offline(tmp_path_factory) -> Path:
+def offline(tmp_path_factory) -> Iterator[Offline]:
     try:
         kustomize.command()
     except UserError as exc:
@@ -105,16 +138,12 @@ def offline(tmp_path_factory) -> Path:
         'case "$1" in init|remote) exit 0;; esac\necho "offline: no fetch" >&2\nexit 1\n'
     )
     git.chmod(0o755)
-    return home
+    proxy = _Proxy()
+    yield Offline(home, proxy)
+    proxy.server.close()
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def run_kustomize(home: Path, work: Path, entry: str) -> Outcome:
+def run_kustomize(offline: Offline, work: Path, entry: str) -> Outcome:
     """``kustomize build`` of a kustomization whose one resource is ``entry``, where a local folder of
     that path holds a kustomization that generates the ConfigMap ``local``."""
     folder = work / "k"
@@ -124,14 +153,15 @@ def run_kustomize(home: Path, work: Path, entry: str) -> Outcome:
     shadow.mkdir(parents=True, exist_ok=True)
     (shadow / "kustomization.yaml").write_text("configMapGenerator:\n- name: local\n  literals: [a=b]\n")
     (work / "tmp").mkdir()
-    port = _closed_port()
+    home, proxy = offline.home, offline.proxy
+    before = len(proxy.requests)
     env = {
         "PATH": f"{home / 'bin'}:/usr/bin:/bin",
         "HOME": str(work),
         "TMPDIR": str(work / "tmp"),
         "GITLOG": str(work / "git.log"),
-        "HTTPS_PROXY": f"http://127.0.0.1:{port}",
-        "HTTP_PROXY": f"http://127.0.0.1:{port}",
+        "HTTPS_PROXY": f"http://127.0.0.1:{proxy.port}",
+        "HTTP_PROXY": f"http://127.0.0.1:{proxy.port}",
     }
     proc = subprocess.run(
         [kustomize.command()[0], "build", str(folder)], capture_output=True, text=True, env=env, timeout=60, check=False
@@ -139,14 +169,13 @@ def run_kustomize(home: Path, work: Path, entry: str) -> Outcome:
     log = work / "git.log"
     return Outcome(
         git=log.read_text().splitlines() if log.exists() else [],
-        http=f"127.0.0.1:{port}" in proc.stderr,
+        http=len(proxy.requests) > before,
         local=proc.returncode == 0 and "name: local-" in proc.stdout,
         stderr=proc.stderr,
     )
 
 
-def _agrees(home: Path, work: Path, entry: str) -> None:
-    out = run_kustomize(home, work, entry)
+def _agrees(entry: str, out: Outcome) -> None:
     assert out.remote or out.local, out.stderr
     assert remote_refs.is_remote(entry) == out.remote, (entry, out)
     spec = remote_refs.repo_spec(entry)
@@ -176,7 +205,7 @@ SPELLINGS = [
 
 @pytest.mark.parametrize("entry", SPELLINGS)
 def test_kustomize_clones_what_the_port_calls_remote_even_with_a_local_folder_there(offline, tmp_path, entry):
-    _agrees(offline, tmp_path, entry)
+    _agrees(entry, run_kustomize(offline, tmp_path, entry))
 
 
 @pytest.mark.parametrize("entry", ["deploy", "sub/dir", "user@host", "a:b/c", "github.com.local/org"])
@@ -225,10 +254,11 @@ def test_the_port_agrees_with_kustomize_on_remote_spellings(offline, tmp_path_fa
         # number) that does not parse as a repository either; kustomize reads a local path then
         assert remote_refs.repo_spec(entry) is None and ":" in entry.split("//", 1)[1].split("/")[0], (entry, out)
         return
-    _agrees(offline, tmp_path_factory.mktemp("again"), entry)
+    _agrees(entry, out)
 
 
 def test_no_git_or_network_escapes_the_stand_ins(offline, tmp_path):
-    """The stand-ins are what kustomize ran: its error names the fake git and the closed proxy port."""
+    """The stand-ins are what kustomize ran: the proxy saw the download, its error names the fake git."""
     out = run_kustomize(offline, tmp_path, "https://example.com/org/repo")
     assert out.http and out.git and "offline: no fetch" in out.stderr
+    assert offline.proxy.requests[-1].startswith("CONNECT example.com:443 ")
