@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from trainyard.repo.model import jobfolder
+from tests.trainyard.repo.conftest import edit, errors_of
+from trainyard.repo import validate
+from trainyard.repo.model import jobfolder, kustomize
 from trainyard.repo.model.repository import Repository
 
 JOB = "overlays/dev/jobs/j"
@@ -176,3 +178,25 @@ def test_anchors_aliases_and_merges_that_override_nothing_pass(tmp_path):
 def test_a_generator_file_that_is_not_yaml_is_data(tmp_path):
     text = "configMapGenerator:\n  - name: g\n    files: [settings.yaml]\n"
     assert _problems(tmp_path, text, {"settings.yaml": "{{ .Values.x }}: [\n"}) == []
+
+
+SMOKE = "overlays/dev/jobs/smoke-ddp"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "line", "says"),
+    [
+        ("  - ../../../../base/jobs/trainjob\n", "  - ../../../../base/jobs/trainjob\n  - me@example.com:org/repo\n",
+         9, "fetched from the network by kustomize"),
+        ("  - path: job.yaml\n", "  - Path: job.yaml\n", 10, "kustomize reads this key as 'path'"),
+        ("  - path: job.yaml\n", "  - path: job.yaml\n    path: job.yaml\n", 11, "written twice"),
+    ],
+)  # fmt: skip
+def test_validate_refuses_them_in_a_real_job_folder_before_kustomize_runs(repo_copy, old, new, line, says):
+    shadow = repo_copy.root / SMOKE / "me@example.com:org" / "repo"
+    shadow.mkdir(parents=True)
+    (shadow / "kustomization.yaml").write_text("resources: []\n", encoding="utf-8")
+    edit(repo_copy, f"{SMOKE}/kustomization.yaml", old, new)
+    kustomize.clear_cache()
+    errors = errors_of(validate.validate(repo_copy, ["dev"]))
+    assert any(f"{SMOKE}/kustomization.yaml:{line}:" in e and says in e for e in errors), "\n".join(errors)
