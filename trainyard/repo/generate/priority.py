@@ -71,14 +71,19 @@ def policy(facts: declared.ClusterFacts) -> dict:
                 {"name": "allowedWorkload", "expression": workload},
                 {
                     "name": "label",
-                    "expression": f"has(object.metadata.labels) && '{KUEUE_LABEL}' in object.metadata.labels "
+                    # type() guards: kube-apiserver drops a null map or value before admission, and so
+                    # does this (a null is no label); validate evaluates objects as written
+                    "expression": f"has(object.metadata.labels) && type(object.metadata.labels) == map && "
+                    f"'{KUEUE_LABEL}' in object.metadata.labels && "
+                    f"type(object.metadata.labels['{KUEUE_LABEL}']) == string "
                     f"? object.metadata.labels['{KUEUE_LABEL}'] : ''",
                 },
             ],
             "validations": [
                 {
                     "expression": "object.kind != 'Pod' || !has(object.spec.priorityClassName) || "
-                    "object.spec.priorityClassName == '' || object.spec.priorityClassName in variables.allowed",
+                    "type(object.spec.priorityClassName) != string || object.spec.priorityClassName == '' || "
+                    "object.spec.priorityClassName in variables.allowed",
                     "messageExpression": f"{what} + ': spec.priorityClassName ' + object.spec.priorityClassName + "
                     f"' is not a class jobs may use on this cluster (jobPriorityClasses in its cluster.yaml: ' + "
                     f"(size(variables.allowed) == 0 ? 'none' : variables.allowed.join(', ')) + ')'",

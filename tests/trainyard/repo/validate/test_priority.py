@@ -112,6 +112,7 @@ def _pod(**spec) -> dict:
         (["batch-high", "batch-low"], {"priorityClassName": "batch-low"}, False),
         (["batch-high"], {"priorityClassName": "system-cluster-critical"}, True),
         (["batch-high"], {"priorityClassName": "Batch-High"}, True),
+        ([], {"priorityClassName": None}, False),  # kube-apiserver decodes a null as the field left out
     ],
 )
 def test_the_policys_cel_on_pods(allowed, spec, refused):
@@ -128,10 +129,20 @@ def test_the_policy_binds_only_the_job_namespace():
     assert _verdicts([], [], pod) == []
 
 
-@pytest.mark.parametrize(("label", "refused"), [(None, False), ("team-high", False), ("top", True), ("", False)])
-def test_the_policys_cel_on_a_jobs_kueue_label(label, refused):
+@pytest.mark.parametrize(
+    ("labels", "refused"),
+    [
+        ("absent", False),
+        ({priority.KUEUE_LABEL: "team-high"}, False),
+        ({priority.KUEUE_LABEL: "top"}, True),
+        ({priority.KUEUE_LABEL: ""}, False),
+        ({priority.KUEUE_LABEL: None}, False),  # nulls: no label, as kube-apiserver decodes them
+        (None, False),
+    ],
+)
+def test_the_policys_cel_on_a_jobs_kueue_label(labels, refused):
     job = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
            "metadata": {"name": "j", "namespace": "ml-training"}, "spec": {}}  # fmt: skip
-    if label is not None:
-        job["metadata"]["labels"] = {priority.KUEUE_LABEL: label}
+    if labels != "absent":
+        job["metadata"]["labels"] = labels
     assert bool(_verdicts([], ["team-high"], job)) == refused
