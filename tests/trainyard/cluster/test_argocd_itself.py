@@ -11,6 +11,7 @@ ApplicationSet controller generates must be the emulation's, field for field. Up
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import time
@@ -21,6 +22,7 @@ from tests.trainyard.cluster.conftest import REPO_ROOT
 from tests.trainyard.repo.conftest import COPIED
 from trainyard.cluster import argocd as argocd_itself
 from trainyard.cluster import controlplane
+from trainyard.cluster.client import ApiError
 from trainyard.cluster.up import render_for, up
 from trainyard.repo.model import repository
 from trainyard.repo.upstream import health
@@ -31,6 +33,7 @@ CLUSTER = "dev"
 TIMEOUT = 240.0
 # What the local control plane changes on purpose: the fabric webhook's configuration points at the
 # webhook process on loopback instead of its Service (trainyard/cluster/webhook.py)
+APPS = "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications"
 REWRITTEN = {("admissionregistration.k8s.io", "MutatingWebhookConfiguration", "", "trainyard-fabric")}
 
 
@@ -158,3 +161,70 @@ def test_argo_cd_runs_the_repositorys_health_checks_as_the_emulation_does(synced
             time.sleep(3)  # a job's status moves on while it is compared; Argo CD assesses it again
     assert not pending, "\n".join(pending)
     assert len(compared) == len(jobs) >= 2
+
+
+# --- one badly named job folder (last: it changes the repository Argo CD reads) ---------------------
+
+APPSETS = "/apis/argoproj.io/v1alpha1/namespaces/argocd/applicationsets"
+
+
+def _push(repo, message: str) -> None:
+    """Commit the working copy and push it to the repository Argo CD reads, then ask the
+    ApplicationSet controller to list the folders again (the refresh annotation also skips the
+    repo-server's cache of the branch, applicationset git.go noRevisionCache)."""
+    git = ["git", "-c", "user.name=trainyard", "-c", "user.email=trainyard@localhost"]
+    bare = str(repo.root.parent / "repository.git")
+    for args in (["add", "-A"], ["commit", "-q", "-m", message], ["push", "-q", bare, "HEAD:main"]):
+        subprocess.run([*git, *args], cwd=repo.root, check=True, capture_output=True)
+
+
+def _refresh(kube) -> None:
+    body = json.dumps({"metadata": {"annotations": {"argocd.argoproj.io/application-set-refresh": "true"}}})
+    kube.request("PATCH", f"{APPSETS}/trainyard-jobs", content=body,
+                 headers={"Content-Type": "application/merge-patch+json"})  # fmt: skip
+
+
+def _error(kube) -> str | None:
+    status = kube.get(f"{APPSETS}/trainyard-jobs").get("status") or {}
+    for c in status.get("conditions") or []:
+        if c.get("type") == "ErrorOccurred" and c.get("status") == "True":
+            return c.get("message")
+    return None
+
+
+def test_one_badly_named_job_folder_stops_the_applicationset_deleting_removed_jobs(synced):
+    """What trainyard validate's job folder name rule prevents (trainyard/repo/validate/job_names.py):
+    a folder renamed to `Mnist_DDP` removes folder mnist-ddp and adds one whose Application
+    kube-apiserver refuses. Argo CD's ApplicationSet controller reports the refusal and, returning
+    before deleteInCluster, keeps the removed folder's Application: its job keeps running. Positive
+    control: once the bad folder is gone too, the removed job's Application is deleted."""
+    repo, started, _ = synced
+    jobs = repo.root / "overlays" / CLUSTER / "jobs"
+    with started.client() as kube:
+        deadline = time.monotonic() + TIMEOUT
+        while "dev-job-mnist-ddp" not in _applications(started) and time.monotonic() < deadline:
+            time.sleep(2)  # the ApplicationSet controller makes it after its start
+        assert kube.get(f"{APPS}/dev-job-mnist-ddp")
+        shutil.move(jobs / "mnist-ddp", jobs / "Mnist_DDP")
+        _push(repo, "a job folder Argo CD cannot name")
+        _refresh(kube)
+        deadline = time.monotonic() + TIMEOUT
+        while (message := _error(kube)) is None and time.monotonic() < deadline:
+            time.sleep(2)
+        assert message is not None, "the ApplicationSet reported no error"
+        assert "dev-job-Mnist_DDP" in message and "RFC 1123" in message, message
+        assert kube.get(f"{APPS}/dev-job-mnist-ddp"), "the removed folder's Application is still there"
+
+        shutil.rmtree(jobs / "Mnist_DDP")
+        _push(repo, "the badly named folder removed")
+        _refresh(kube)
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline:
+            try:
+                kube.get(f"{APPS}/dev-job-mnist-ddp")
+            except ApiError as exc:
+                assert exc.code == 404
+                break
+            time.sleep(2)
+        else:
+            pytest.fail(f"Argo CD did not delete dev-job-mnist-ddp within {TIMEOUT:g} s: {_error(kube)}")
