@@ -24,6 +24,7 @@ import re
 
 from trainyard.contract.images import parse_image
 from trainyard.contract.metrics import DEFAULT_METRICS_PORT, ENV_METRICS_PORT, METRICS_PORT_NAME, metrics_port
+from trainyard.repo.generate import metrics_policy
 from trainyard.repo.jobs import preview, trainerargs
 from trainyard.repo.model.rendered import as_dict, as_list
 from trainyard.repo.upstream.training_operator import REPLICA_TYPE_LABEL
@@ -253,6 +254,13 @@ def metrics_findings(c: dict, others: list[dict] | None = None) -> list[tuple[st
         )
     if port is None:
         return said.items
+    if port != DEFAULT_METRICS_PORT:
+        said.warn(
+            f"the trainer serves metrics on {port} ({_source(c, port)}), outside the NetworkPolicy "
+            f"{metrics_policy.NAME}, which keeps only {DEFAULT_METRICS_PORT} to the "
+            f"{metrics_policy.MONITORING_NAMESPACE} namespace: any pod of the cluster "
+            f"can reach port {port}; keep the metrics on {DEFAULT_METRICS_PORT}"
+        )
     for where, number, name in taken:
         if number == port:
             said.err(

@@ -47,7 +47,8 @@ CASES = {
     ),
     "the metrics port on another number than the env": (
         _container(env=[{"name": ENV_METRICS_PORT, "value": "9500"}]), [],
-        [("error", ["ports[0] (metrics) is containerPort 9404 but the trainer serves on 9500",
+        [("warning", ["serves metrics on 9500", "outside the NetworkPolicy trainer-metrics", "any pod of the cluster"]), 
+         ("error", ["ports[0] (metrics) is containerPort 9404 but the trainer serves on 9500",
                     f"{ENV_METRICS_PORT}=9500", "Prometheus would scrape a closed port"])],
     ),
     "the metrics port moved but the env unset": (
@@ -56,7 +57,11 @@ CASES = {
     ),
     "the last env entry wins": (
         _container(env=[dict(ENV), {"name": ENV_METRICS_PORT, "value": "9500"}]), [],
-        [("error", ["but the trainer serves on 9500"])],
+        [("warning", ["serves metrics on 9500", "outside the NetworkPolicy trainer-metrics", "any pod of the cluster"]), ("error", ["but the trainer serves on 9500"])],
+    ),
+    "port and env moved together: scraped, but outside the NetworkPolicy": (
+        _container(ports=[dict(PORT, containerPort=9500)], env=[{"name": ENV_METRICS_PORT, "value": "9500"}]), [],
+        [("warning", ["serves metrics on 9500", "outside the NetworkPolicy trainer-metrics", "any pod of the cluster"])],
     ),
     "the env is no port": (
         _container(env=[{"name": ENV_METRICS_PORT, "value": "ninety"}]), [],
