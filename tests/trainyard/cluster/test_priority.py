@@ -29,7 +29,7 @@ def test_a_jobs_pod_at_a_system_priority_is_refused(kube, priority):
     pod["spec"]["priorityClassName"] = priority
     with pytest.raises(ApiError) as refused:
         stored(kube, pod, JOBS)
-    assert refused.value.code == 422
+    assert refused.value.code == 403  # the policy's reason: Forbidden
     assert "trainyard-job-priority" in refused.value.message
     assert f"spec.priorityClassName {priority} is not a class jobs may use" in refused.value.message
 
@@ -42,5 +42,6 @@ def test_a_job_with_a_kueue_priority_label_outside_the_list_is_refused(kube):
     job["metadata"].setdefault("labels", {})["kueue.x-k8s.io/priority-class"] = "top"
     with pytest.raises(ApiError) as refused:
         kube.create(job, dry_run=True)
+    assert refused.value.code == 403
     assert "trainyard-job-priority" in refused.value.message
     assert "label kueue.x-k8s.io/priority-class top is not a class" in refused.value.message
