@@ -67,3 +67,13 @@ def check_job_folder_names(ctx: ClusterCheck) -> None:
                 f"{problem}; {CONSEQUENCE}; {FIX}",
                 f"Application {ar.app.name}"[:200],
             )
+    jobs = ctx.repo.root / "overlays" / ctx.cluster / "jobs"
+    hidden = sorted(p.name for p in jobs.iterdir() if p.name.startswith(".") and p.is_dir()) if jobs.is_dir() else []
+    for name in hidden:
+        # argo-cd@v3.5.1 reposerver/repository/repository.go GetGitDirectories skips hidden folders: no
+        # Application, no error, the job never runs (the emulation skips it too, so nothing else says so)
+        ctx.err(
+            f"overlays/{ctx.cluster}/jobs/{name}"[:300],
+            f"job folder name {name[:80]!r} starts with '.': Argo CD's git generator skips hidden folders, so no "
+            f"Application is made and the job never runs; {FIX}",
+        )

@@ -110,3 +110,12 @@ def test_a_well_named_folder_passes(repo_copy):
     name = "smoke-ddp.v2-" + "x" * (63 - len("smoke-ddp.v2-"))
     _rename(repo_copy, "smoke-ddp", name)
     assert errors_of(validate.validate(repo_copy, ["dev"]), "dev") == []
+
+
+def test_a_hidden_job_folder_is_refused_not_silently_skipped(repo_copy):
+    """Argo CD's git generator skips a folder whose name starts with '.': no Application, no error."""
+    _rename(repo_copy, "smoke-ddp", ".smoke-ddp")
+    errors = errors_of(validate.validate(repo_copy, ["dev"]), "dev")
+    mine = [e for e in errors if "job folder name '.smoke-ddp' starts with '.'" in e]
+    assert len(mine) == 1, errors
+    assert "overlays/dev/jobs/.smoke-ddp" in mine[0] and "skips hidden folders" in mine[0]
