@@ -158,7 +158,8 @@ def _add_env(folder: Path, entries: list[dict]) -> None:
     text = folder.read_text()
     lines = "".join(f"      - name: {e['name']}\n        value: {e['value']!r}\n" for e in entries)
     folder.write_text(
-        text + "- op: add\n  path: /spec/pytorchReplicaSpecs/Worker/template/spec/containers/0/env\n  value:\n"
+        text
+        + "- op: add\n  path: /spec/pytorchReplicaSpecs/Worker/template/spec/containers/0/env\n  value:\n"
         + lines.replace("      - ", "    - ").replace("        value", "      value")
     )
 

@@ -28,6 +28,8 @@ def _container(ports: object = None, env: object = None, **extra: object) -> dic
     return c
 
 
+MOVED = ("warning", ["serves metrics on 9500", "outside the NetworkPolicy trainer-metrics", "any pod of the cluster"])
+
 # (container, other containers of the pod, [(severity, fragments)] expected)
 CASES = {
     "as the runtimes declare it": (_container(), [], []),
@@ -47,7 +49,7 @@ CASES = {
     ),
     "the metrics port on another number than the env": (
         _container(env=[{"name": ENV_METRICS_PORT, "value": "9500"}]), [],
-        [("warning", ["serves metrics on 9500", "outside the NetworkPolicy trainer-metrics", "any pod of the cluster"]), 
+        [MOVED,
          ("error", ["ports[0] (metrics) is containerPort 9404 but the trainer serves on 9500",
                     f"{ENV_METRICS_PORT}=9500", "Prometheus would scrape a closed port"])],
     ),
@@ -57,11 +59,11 @@ CASES = {
     ),
     "the last env entry wins": (
         _container(env=[dict(ENV), {"name": ENV_METRICS_PORT, "value": "9500"}]), [],
-        [("warning", ["serves metrics on 9500", "outside the NetworkPolicy trainer-metrics", "any pod of the cluster"]), ("error", ["but the trainer serves on 9500"])],
+        [MOVED, ("error", ["but the trainer serves on 9500"])],
     ),
     "port and env moved together: scraped, but outside the NetworkPolicy": (
         _container(ports=[dict(PORT, containerPort=9500)], env=[{"name": ENV_METRICS_PORT, "value": "9500"}]), [],
-        [("warning", ["serves metrics on 9500", "outside the NetworkPolicy trainer-metrics", "any pod of the cluster"])],
+        [MOVED],
     ),
     "the env is no port": (
         _container(env=[{"name": ENV_METRICS_PORT, "value": "ninety"}]), [],
@@ -184,8 +186,10 @@ def _trainer_env(repo, value: str) -> None:
 
 
 def _runtime_patch_ports(repo) -> None:
-    value = ("[{manager: example.com/x, trainingRuntimeSpec: {template: {spec: {replicatedJobs: [{name: node, "
-             "template: {spec: {template: {spec: {containers: [{name: node, ports: {name: metrics}}]}}}}}]}}}}]")
+    value = (
+        "[{manager: example.com/x, trainingRuntimeSpec: {template: {spec: {replicatedJobs: [{name: node, "
+        "template: {spec: {template: {spec: {containers: [{name: node, ports: {name: metrics}}]}}}}}]}}}}]"
+    )
     _patch(repo, SMOKE, "/spec/runtimePatches", value)
 
 
