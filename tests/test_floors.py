@@ -5,26 +5,28 @@ floor 1  webhook, trainer            the contract; never each other; only their 
 floor 2  trainyard.repo              floors 0-1
 floor 3  trainyard.cluster           floors 0-2
 floor 4  trainyard.sandbox           floors 0-3
-top      trainyard.cli               everything
+top      trainyard.cli, trainyard.dev everything
 
 Floor 2 has rooms, ordered the same way (trainyard/repo/__init__.py says what each holds):
 
 model < upstream < generate < jobs < validate < the commands (trainyard/repo/cli.py, render.py, pins.py)
 
 Every import in every module is read from the source (AST), the imports inside functions too, so
-a lazy import cannot hide an inverted floor. The images copy only the floors they run: the import
-closure of each image's packages must lie within what its Dockerfile copies.
+a lazy import cannot hide an inverted floor (trainyard/dev/imports.py, the reader the test map
+shares). The images copy only the floors they run: the import closure of each image's packages
+must lie within what its Dockerfile copies.
 """
 
 from __future__ import annotations
 
-import ast
 import re
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from trainyard.dev import imports
+from trainyard.dev.imports import Import, closure, imports_of
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("trainyard", "webhook", "trainer")
@@ -59,34 +61,12 @@ def floor_of(module: str) -> int | None:
     return None
 
 
-@dataclass(frozen=True)
-class Import:
-    module: str  # the importing module
-    target: str  # the module it imports (for ``from m import a, b``: m)
-    line: int
-    names: tuple[str, ...] = ()  # ``from m import a, b``: a and b (modules or attributes)
-
-
 def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
+    return imports.module_name(path, ROOT)
 
 
-def imports_of(source: str, module: str) -> list[Import]:
-    out = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            out += [Import(module, alias.name, node.lineno) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:  # relative: resolve against the importing package
-                base = module.split(".")[: -node.level] if not module.endswith("__init__") else module.split(".")
-                target = ".".join([*base, node.module] if node.module else base)
-            else:
-                target = node.module or ""
-            out.append(Import(module, target, node.lineno, tuple(alias.name for alias in node.names)))
-    return out
+def read_imports(path: Path) -> list[Import]:
+    return imports_of(path.read_text(encoding="utf-8"), module_name(path), package=path.name == "__init__.py")
 
 
 def room_of(module: str) -> int | None:
@@ -150,7 +130,7 @@ def all_imports() -> list[Import]:
     out = []
     for package in PACKAGES:
         for path in sorted((ROOT / package).rglob("*.py")):
-            out += imports_of(path.read_text(encoding="utf-8"), module_name(path))
+            out += read_imports(path)
     return out
 
 
@@ -217,29 +197,13 @@ def copied_paths(dockerfile: Path) -> set[str]:
     return paths
 
 
-def closure(start: set[str], index: dict[str, list[Import]]) -> set[str]:
-    """First-party modules reachable from ``start`` by imports."""
-    seen, todo = set(), list(start)
-    while todo:
-        module = todo.pop()
-        if module in seen or module not in index:
-            continue
-        seen.add(module)
-        for imp in index[module]:
-            todo += [imp.target, *(f"{imp.target}.{name}" for name in imp.names)]
-            # importing a.b.c runs a/__init__ and a/b/__init__ first
-            parts = imp.target.split(".")
-            todo += [".".join(parts[:i]) for i in range(1, len(parts))]
-    return seen
-
-
 @pytest.mark.parametrize(("image", "package"), [("webhook/Dockerfile", "webhook"), ("trainer/Dockerfile", "trainer")])
 def test_each_image_copies_only_the_floors_it_runs(image, package):
     copied = copied_paths(ROOT / image)
     index: dict[str, list[Import]] = {}
     for pkg in PACKAGES:
         for path in (ROOT / pkg).rglob("*.py"):
-            index[module_name(path)] = imports_of(path.read_text(encoding="utf-8"), module_name(path))
+            index[module_name(path)] = read_imports(path)
     entry = {m for m in index if m.split(".")[0] == package} | {"trainyard.cli"}
     needed = {m for m in closure(entry, index) if floor_of(m) is not None}
 
