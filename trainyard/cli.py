@@ -17,7 +17,14 @@ from trainyard.contract.argv import parse_command_line
 from trainyard.contract.errors import run
 
 # Modules with a ``register(add_parser)`` function, bottom floor first.
-COMMAND_MODULES = ("webhook.cli", "trainer.cli", "trainyard.repo.cli", "trainyard.cluster.cli", "trainyard.sandbox.cli")
+COMMAND_MODULES = (
+    "webhook.cli",
+    "trainer.cli",
+    "trainyard.repo.cli",
+    "trainyard.cluster.cli",
+    "trainyard.sandbox.cli",
+    "trainyard.dev.cli",
+)
 MISSING_EXTRA = "install the extra it belongs to (pip install 'trainyard[webhook|trainer|repo|dev]')"
 
 

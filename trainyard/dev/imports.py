@@ -77,7 +77,8 @@ def reach(
         if module not in index:
             continue
         targets = [t for imp in index[module] for t in neighbours(imp)]
-        targets += list((extra or {}).get(module, ()))
+        # what a module runs by name runs the packages above it too, as an import does
+        targets += [t for name in (extra or {}).get(module, ()) for t in neighbours(Import(module, name, 0))]
         for target in targets:
             if target not in parent:
                 parent[target] = module
