@@ -44,7 +44,12 @@ DATA_RULES: tuple[DataRule, ...] = (
     DataRule("README.md", (), "the newcomer's page"),
     DataRule(
         "Makefile",
-        ("tests/test_makefile.py", "tests/monitoring/test_promtool_target.py", "tests/test_hooks.py"),
+        (
+            "tests/test_makefile.py",
+            "tests/monitoring/test_promtool_target.py",
+            "tests/test_hooks.py",
+            "tests/trainyard/dev/test_make_test_changed.py",
+        ),
         "the make targets",
     ),
     DataRule(".githooks/", ("tests/test_hooks.py",), "the git hooks make hooks installs"),
