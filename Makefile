@@ -14,7 +14,7 @@ PREVIEWS ?= previews
 .DEFAULT_GOAL := help
 # the install stamps are real targets, never intermediate files to delete
 .PRECIOUS: $(VENV)/.installed-%
-.PHONY: help setup test test-fast demo lint validate bench tools kube promtool redis clean
+.PHONY: help setup test test-fast test-changed demo lint validate bench tools kube promtool redis clean
 
 help:
 	@echo "make demo      the main path end to end on local defaults: a TrainJob through the real"
@@ -22,6 +22,7 @@ help:
 	@echo "               (make demo DEMO='--admission policy': the pods through the MutatingAdmissionPolicies, offline)"
 	@echo "make test      the test suite, every tier (what CI runs)"
 	@echo "make test-fast every test but the slow tiers (network namespaces, torchrun, servers, the demo)"
+	@echo "make test-changed the tests that cover what changed against main, and why (trainyard dev tests)"
 	@echo "make validate  render and validate every cluster, write pod previews to previews/"
 	@echo "make lint      ruff"
 	@echo "make bench     benchmarks (figures, not pass/fail); needs wrk"
@@ -86,6 +87,14 @@ FAST_TIERS := not (netns or torchrun or server or e2e or cluster)
 TEST_WORKERS ?= auto
 test-fast: $(call STAMP,dev) tools promtool
 	$(BIN)/python -m pytest -q -m "$(FAST_TIERS)" -n $(TEST_WORKERS)
+
+# The tests that cover what changed against $(TEST_BASE) (committed since the merge base,
+# uncommitted, untracked), found from the imports; each printed with why before pytest runs them.
+# TEST_CHANGED_FLAGS: more pytest flags, e.g. TEST_CHANGED_FLAGS='-m "not cluster"'.
+TEST_BASE ?= main
+TEST_CHANGED_FLAGS ?=
+test-changed: $(call STAMP,dev) tools promtool
+	$(BIN)/trainyard dev tests --base $(TEST_BASE) --run -- -q $(TEST_CHANGED_FLAGS)
 
 # Render and check every cluster; write each job's pod preview to $(PREVIEWS)/ (git-ignored).
 # VALIDATE_FLAGS: more flags, e.g. --changed-since origin/main (a pull request's folders only)
