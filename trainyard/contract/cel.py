@@ -14,6 +14,8 @@ the opt-out becomes a privilege; the engine never sees who asks.
 
 from __future__ import annotations
 
+from typing import Any
+
 from trainyard.contract.images import cel_matches
 from trainyard.contract.names import (
     FABRIC_LABEL,
@@ -137,7 +139,7 @@ def policy_expressions(repositories: list[str]) -> dict[tuple[str, str], str]:
     }
 
 
-def differences(items: dict[str, list], expected: dict[tuple[str, str], str]) -> list[str]:
+def differences(items: dict[str, list[Any]], expected: dict[tuple[str, str], str]) -> list[str]:
     """Where ``items`` (section -> list of {name, expression}) differ from ``expected``:
     '<section>[<name>]: ...' for each expression missing or written otherwise."""
     out = []

@@ -14,7 +14,8 @@ part of the CLI contract (README):
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 EXIT_OK = 0
 EXIT_CHECK_FAILED = 1
@@ -45,7 +46,7 @@ class TransportMismatch(UserError):
     exit_code = EXIT_TRANSPORT
 
 
-def field_path(loc: tuple | list) -> str:
+def field_path(loc: Sequence[object]) -> str:
     """A field's location as a person writes it: ``spec.env[2].name``."""
     out = ""
     for part in loc:
@@ -56,7 +57,7 @@ def field_path(loc: tuple | list) -> str:
     return out or "(document)"
 
 
-def describe_fields(problems: list[dict], where: str, kind: str) -> str:
+def describe_fields(problems: Sequence[Mapping[str, Any]], where: str, kind: str) -> str:
     """One line per problem of a document checked against its schema (the ``errors()`` list of a
     pydantic ValidationError: plain dicts with ``loc``, ``msg`` and ``type``), each naming the file
     and the field: ``where: spec.env[2].name: message``."""

@@ -153,12 +153,12 @@ def _parse(image: str) -> ImageRef | None:
         # without a tag that takes in '@' and the digest's algorithm ("x@Sha256:…" is refused)
         return None
     first, slash, rest = name.partition("/")
-    domain: str | None = DEFAULT_DOMAIN
-    path = name
+    domain, path = DEFAULT_DOMAIN, name
     if slash and (first == "localhost" or "." in first or ":" in first or first != first.lower()):
-        domain, path = _domain(first), rest
-        if domain is None:
+        given = _domain(first)
+        if given is None:
             return None
+        domain, path = given, rest
     if not _path(path):
         return None
     if domain in _DOCKER_HUB:

@@ -11,6 +11,8 @@ kubernetes/kubernetes third_party/forked/golang/expansion/expand.go (Expand, try
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 DNS1123_LABEL_MAX = 63
 DNS1123_SUBDOMAIN_MAX = 253
@@ -27,6 +29,11 @@ QUALIFIED_NAME_MAX = 63
 LABEL_VALUE_MAX = 63
 # objectmeta.go: TotalAnnotationSizeLimitB = 256 * (1 << 10), the sum of len(key) + len(value) in bytes
 ANNOTATIONS_MAX_BYTES = 256 * 1024
+# Well-known keys: k8s.io/api@v0.36.3 core/v1/well_known_labels.go (LabelHostname, LabelMetadataName)
+# and core/v1/annotation_key_constants.go (LastAppliedConfigAnnotation)
+HOSTNAME_LABEL = "kubernetes.io/hostname"  # the node's name, on every node
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # the namespace's name, set by kube-apiserver
+LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"  # what kubectl apply wrote
 
 
 def is_dns1123_label(value: object) -> bool:
@@ -88,7 +95,7 @@ def label_value_problem(value: str) -> str | None:
     )
 
 
-def annotations_size(annotations: dict) -> int:
+def annotations_size(annotations: Mapping[Any, object]) -> int:
     """What counts against the 256 KiB annotation limit: the bytes of every key and value."""
     return sum(len(str(k).encode()) + len(str(v).encode()) for k, v in annotations.items())
 
@@ -103,7 +110,7 @@ def name_problem(name: object) -> str | None:
     )
 
 
-def unknown_fields(mapping: dict, known: frozenset[str], path: str, kind: str) -> list[str]:
+def unknown_fields(mapping: Mapping[Any, object], known: frozenset[str], path: str, kind: str) -> list[str]:
     """One problem per key of ``mapping`` that ``kind``'s schema does not have (a structural schema
     drops them: the object would not say what its author meant)."""
     listed = ", ".join(sorted(known))

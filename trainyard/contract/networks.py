@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from trainyard.contract.k8s import is_dns1123_label
 from trainyard.contract.names import NETWORKS_ANNOTATION
@@ -48,13 +49,13 @@ class Attachment:
     name: str
     namespace: str | None = None
     interface: str | None = None
-    extra: dict = field(default_factory=dict)  # other JSON keys (ips, mac, ...), kept as they are
+    extra: dict[str, Any] = field(default_factory=dict)  # other JSON keys (ips, mac, ...), kept as they are
 
     def plain(self) -> str:
         text = f"{self.namespace}/{self.name}" if self.namespace else self.name
         return f"{text}@{self.interface}" if self.interface else text
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         out = dict(self.extra)
         out["name"] = self.name
         if self.namespace:

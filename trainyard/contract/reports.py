@@ -18,7 +18,7 @@ import math
 import time
 import typing
 from dataclasses import MISSING, asdict, dataclass, fields
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Protocol, TypeVar
 
 from trainyard.contract.errors import UserError
 
@@ -104,7 +104,7 @@ class Done:
 
 Event = Start | Resume | Checkpoint | Committed | Stopped | Done
 Record = Step | Event
-EVENTS: dict[str, type] = {cls.EVENT: cls for cls in (Start, Resume, Checkpoint, Committed, Stopped, Done)}
+EVENTS: dict[str, type[Event]] = {cls.EVENT: cls for cls in (Start, Resume, Checkpoint, Committed, Stopped, Done)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +129,14 @@ def encode(record: Record, now: float | None = None) -> str:
     return json.dumps(data)
 
 
-def _check(cls: type, data: dict[str, Any], where: str) -> Any:
+class _Dataclass(Protocol):
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+
+_R = TypeVar("_R", bound=_Dataclass)  # a record class: _check returns what it was asked for
+
+
+def _check(cls: type[_R], data: dict[str, Any], where: str) -> _R:
     hints = typing.get_type_hints(cls)
     values = {}
     for f in fields(cls):
