@@ -34,7 +34,6 @@ from trainyard.contract.nccl import SOCKET_IFNAME, Finding, lint_env
 from trainyard.contract.networks import RESERVED_INTERFACES
 from trainyard.contract.quantity import QuantityError, parse_quantity
 
-API_VERSION = "trainyard.dev/v1alpha1"
 KIND = "FabricProfile"
 Transport = Literal[TRANSPORTS]  # type: ignore[valid-type]
 _IFNAME = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")

@@ -22,6 +22,8 @@ from trainyard.cluster.controlplane import ClusterError, Started
 from trainyard.cluster.processes import free_port
 from trainyard.cluster.webhook import LocalFabricWebhook, admission_config, runs_webhook
 from trainyard.contract.errors import UserError
+from trainyard.contract.names import INJECTION_NAMESPACE_LABEL
+from trainyard.contract.names import NETWORKS_ANNOTATION as NETWORKS
 from trainyard.repo.model import declared
 from trainyard.repo.model.rendered import tree_copy
 from trainyard.repo.model.repository import Repository
@@ -39,8 +41,7 @@ def render_for(repo: Repository, cluster: str) -> argocd.ClusterRender:
 
 
 CANARY_NAMESPACE = "trainyard-admission-canary"
-INJECTION_LABEL = ("trainyard.dev/injection", "enabled")  # base/webhook, the namespaces' label
-NETWORKS = "k8s.v1.cni.cncf.io/networks"
+INJECTION_LABEL = (INJECTION_NAMESPACE_LABEL, "enabled")  # base/webhook, the namespaces' label
 
 
 def wait_admission_live(kube: Kube, image: str, progress: Progress, timeout: float = 30) -> None:

@@ -43,10 +43,10 @@ import httpx
 
 from trainyard.cluster.client import ApiError, Kube
 from trainyard.contract.errors import UserError
+from trainyard.contract.k8s import HOSTNAME_LABEL as HOSTNAME
 from trainyard.repo.model.declared import ClusterFacts
 from trainyard.sandbox.localpods import LocalCluster, LocalPod
 
-HOSTNAME = "kubernetes.io/hostname"
 LEASE_SECONDS = 40
 RENEW_SECONDS = 10.0
 MAX_PODS = "110"  # the kubelet's default --max-pods

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import yaml
 
+from trainyard.contract.k8s import NAMESPACE_NAME_LABEL
 from trainyard.contract.metrics import DEFAULT_METRICS_PORT
 
 NAME = "trainer-metrics"
@@ -36,7 +37,6 @@ FILE = "networkpolicy.yaml"
 SOURCE = "trainyard/contract/metrics.py"  # DEFAULT_METRICS_PORT
 FOLDER = "namespaces"  # overlays/<cluster>/platform/namespaces, beside the quota and the LimitRange
 MONITORING_NAMESPACE = "monitoring"  # where Prometheus runs (base/webhook/networkpolicy.yaml allows the same)
-NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 LAST_PORT = 65535
 
 

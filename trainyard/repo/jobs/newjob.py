@@ -34,6 +34,7 @@ from trainyard.contract.images import FLOATING_FIX, floating, parse_image
 from trainyard.contract.k8s import is_dns1035_label
 from trainyard.contract.names import TRAINER_REPOSITORY, TRAINING_OPERATOR_JOB_LABEL
 from trainyard.repo.generate import runtimes
+from trainyard.repo.generate.limits import GPU
 from trainyard.repo.jobs import placement
 from trainyard.repo.model import declared
 from trainyard.repo.model.declared import ClusterFacts
@@ -212,7 +213,6 @@ def _list(items: list[str], indent: str) -> str:
     return "".join(f"\n{indent}- {_q(i)}" for i in items)
 
 
-GPU = "nvidia.com/gpu"
 GI = 1 << 30
 
 

@@ -29,14 +29,13 @@ from pydantic.alias_generators import to_camel
 
 from trainyard.contract.errors import UserError, describe_fields
 from trainyard.contract.files import FileTooLarge, read_text_bounded
-from trainyard.contract.k8s import is_dns1123_label, is_dns1123_subdomain
+from trainyard.contract.k8s import HOSTNAME_LABEL, is_dns1123_label, is_dns1123_subdomain
 from trainyard.contract.quantity import QuantityError, parse_quantity
 from trainyard.repo.model.repository import CLUSTERS, Repository
 
 FILE = "cluster.yaml"
 API_VERSION = "trainyard.dev/v1alpha1"
 KIND = "ClusterFacts"
-HOSTNAME_LABEL = "kubernetes.io/hostname"
 # spec.monitoring: what scrapes the cluster. Prometheus Operator serves the API group below.
 NO_MONITORING = "none"
 PROMETHEUS_OPERATOR = "prometheus-operator"

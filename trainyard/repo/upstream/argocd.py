@@ -59,6 +59,7 @@ from trainyard.repo.model.repository import CLUSTERS, Repository
 from trainyard.repo.upstream import directory as directory_source
 from trainyard.repo.upstream import syncorder
 from trainyard.repo.upstream.appset import generate_applications  # the ApplicationSet controller
+from trainyard.repo.upstream.syncorder import SYNC_WAVE as WAVE_ANNOTATION
 
 ARGO_GROUP = "argoproj.io"
 
@@ -68,7 +69,6 @@ _KIND_RANK = syncorder.KIND_RANK
 _PHASE_RANK = syncorder.PHASE_ORDER
 HOOK_ANNOTATION = syncorder.HOOK
 SKIP_MARKER = directory_source.SKIP_MARKER  # reposerver/repository/repository.go skipFileRenderingMarker
-WAVE_ANNOTATION = "argocd.argoproj.io/sync-wave"
 
 
 class ArgoError(UserError):

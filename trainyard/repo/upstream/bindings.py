@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trainyard.contract.k8s import NAMESPACE_NAME_LABEL as NAME_LABEL
 from trainyard.repo.model.rendered import CLUSTER_SCOPED, Resource
 from trainyard.repo.upstream import matching, vap
 
 GROUP = "admissionregistration.k8s.io"
-NAME_LABEL = "kubernetes.io/metadata.name"
 # kind -> resource, for the kinds whose plural is not the lower-case kind plus "s"
 _PLURALS = {"NetworkPolicy": "networkpolicies", "Ingress": "ingresses", "Endpoints": "endpoints"}
 

@@ -79,14 +79,14 @@ from typing import Any
 
 import yaml
 
+from trainyard.contract.k8s import LAST_APPLIED_ANNOTATION as LAST_APPLIED
 from trainyard.repo.model.rendered import tree_copy
 from trainyard.repo.upstream import globmatch, k8s_patch_meta
 from trainyard.repo.upstream.argocd import ArgoError
+from trainyard.repo.upstream.syncorder import SYNC_OPTIONS as SYNC_OPTIONS_ANNOTATION
 
 ARGO = "argo-cd@v3.5.1"
 SSA_MANAGER = "argocd-controller"  # common/common.go ArgoCDSSAManager
-LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
-SYNC_OPTIONS_ANNOTATION = "argocd.argoproj.io/sync-options"
 COMPARE_OPTIONS_ANNOTATION = "argocd.argoproj.io/compare-options"  # common/common.go AnnotationCompareOptions
 JQ_TIMEOUT_S = 1.0  # util/argo/normalizers/diff_normalizer.go DefaultJQExecutionTimeout
 MAX_DEPTH = 100  # nesting refused beyond this: no Kubernetes object comes near it
