@@ -14,7 +14,7 @@ PREVIEWS ?= previews
 .DEFAULT_GOAL := help
 # the install stamps are real targets, never intermediate files to delete
 .PRECIOUS: $(VENV)/.installed-%
-.PHONY: help setup test test-fast test-changed demo lint validate bench tools kube promtool redis clean
+.PHONY: help setup test test-fast test-changed demo lint hooks validate bench tools kube promtool redis clean
 
 help:
 	@echo "make demo      the main path end to end on local defaults: a TrainJob through the real"
@@ -24,7 +24,8 @@ help:
 	@echo "make test-fast every test but the slow tiers (network namespaces, torchrun, servers, the demo)"
 	@echo "make test-changed the tests that cover what changed against main, and why (trainyard dev tests)"
 	@echo "make validate  render and validate every cluster, write pod previews to previews/"
-	@echo "make lint      ruff"
+	@echo "make lint      ruff (rules and format), mypy on the typed floors, the duplicate-fact check"
+	@echo "make hooks     have git refuse a commit subject over 72 characters (.githooks/commit-msg)"
 	@echo "make bench     benchmarks (figures, not pass/fail); needs wrk"
 	@echo "make setup     create .venv and install .[dev] (done by the targets above)"
 	@echo "make promtool  install promtool (Debian's prometheus) for the alert rule tests (done by test, test-fast)"
@@ -115,8 +116,19 @@ demo: $(call STAMP,dev) tools kube promtool
 	$(BIN)/trainyard demo $(DEMO)
 endif
 
+# mypy checks the packages [tool.mypy] lists (the fully annotated floors); tests/test_facts.py finds
+# a label, annotation, env name or port defined in two modules (it runs with the suite as well).
 lint: $(call STAMP,dev)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_facts.py
+
+# git runs the hooks of .githooks/ as checked out, in this clone and in its worktrees (the setting
+# is the repository's, the path relative to each working tree); no .venv needed.
+hooks:
+	git config core.hooksPath .githooks
+	@echo "git runs .githooks/ now: commit-msg refuses a subject over 72 characters"
 
 # Figures for bench/README.md; each script writes its table to bench/results/.
 bench: $(call STAMP,dev) tools kube
