@@ -47,7 +47,10 @@ def is_test_file(rel: str) -> bool:
 
 
 def _read_source(path: Path, rel: str) -> tuple[str, ast.Module]:
-    data = path.read_bytes()
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UserError(f"{shown(rel)}: cannot be read ({exc.strerror}); the test map reads every source") from None
     why = "the test map reads every import from the source"
     try:
         source = data.decode("utf-8")
