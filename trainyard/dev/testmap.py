@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import itertools
 import os
+import stat
 import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -33,9 +34,11 @@ TESTS = "tests"
 SKIPPED_DIRS = {"__pycache__"}
 
 
-def shown(text: str) -> str:
-    """A path as it may be printed: a name with control or undecodable characters is quoted."""
-    return text if text.isprintable() else ascii(text)
+def shown(text: str, limit: int = 200) -> str:
+    """A path as it may be printed: a name with control or undecodable characters is quoted, a
+    long one cut to ``limit`` characters."""
+    cut = text if len(text) <= limit else f"{text[:limit]}..."
+    return cut if cut.isprintable() else ascii(cut)
 
 
 def is_test_file(rel: str) -> bool:
@@ -249,16 +252,20 @@ def relative_paths(root: Path, cwd: Path, files: Iterable[str]) -> list[str]:
             raise UserError(
                 f"{shown(given)}: the whole repository; name files or folders in it (or none: what changed)"
             )
-        if full.is_dir():
-            out += sorted(
-                p.relative_to(base).as_posix()
-                for p in full.rglob("*")
-                if p.is_file() and not SKIPPED_DIRS & set(p.relative_to(base).parts)
-            )
-        elif full.is_file():
-            out.append(rel)
+        try:
+            mode = full.stat().st_mode
+            inside = [] if not stat.S_ISDIR(mode) else [p for p in sorted(full.rglob("*")) if p.is_file()]
+        except (OSError, ValueError) as exc:  # missing, a name too long, a NUL byte, unreadable
+            if isinstance(exc, FileNotFoundError | NotADirectoryError):
+                raise UserError(
+                    f"{shown(given)}: no such file (a deleted file is found from git: give no FILE)"
+                ) from None
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise UserError(f"{shown(given)}: cannot be read ({why}); name a file of the repository") from None
+        if stat.S_ISDIR(mode):
+            out += [p.relative_to(base).as_posix() for p in inside if not SKIPPED_DIRS & set(p.relative_to(base).parts)]
         else:
-            raise UserError(f"{shown(given)}: no such file (a deleted file is found from git: give no FILE)")
+            out.append(rel)
     return list(dict.fromkeys(out))
 
 

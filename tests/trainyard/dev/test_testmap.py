@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from trainyard.cli import main
 from trainyard.contract.errors import UserError
@@ -193,13 +195,39 @@ def test_files_are_read_relative_to_where_the_command_runs(repo, tmp_path):
         "pkg/mid.py",
     ]
     (tmp_path / "outside.py").write_text("")
-    for given in (str(tmp_path / "outside.py"), "../../outside.py", "/etc/passwd"):
+    for name in (str(tmp_path / "outside.py"), "../../outside.py", "/etc/passwd"):
         with pytest.raises(UserError, match=r"outside the repository .*name files in it"):
-            relative_paths(repo, repo / "pkg", [given])
+            relative_paths(repo, repo / "pkg", [name])
     with pytest.raises(UserError, match=r"^'pkg/no\\nsuch.py': no such file \(a deleted file is found from git"):
         relative_paths(repo, repo, ["pkg/no\nsuch.py"])
     with pytest.raises(UserError, match="the whole repository"):
         relative_paths(repo, repo / "pkg", [".."])
+
+
+def test_a_name_the_system_cannot_take_is_named(repo):
+    for given_name, why in [("a" * 5000, "File name too long"), ("a\x00b", "embedded null byte")]:
+        with pytest.raises(UserError, match=f"cannot be read .*{why}.*name a file of the repository") as exc:
+            relative_paths(repo, repo, [given_name])
+        assert len(str(exc.value)) < 400  # the name is cut, not echoed whole
+    (repo / "loop").symlink_to(repo / "loop")
+    with pytest.raises(UserError, match=r"^loop: cannot be read \(Too many levels of symbolic links\)"):
+        relative_paths(repo, repo, ["loop"])
+
+
+PART = st.sampled_from(["a", "/", ".", "..", "pkg", "base.py", "\x00", "\n", "é", "\udcff", "~", " ", "a" * 300])
+NAME = st.lists(PART, max_size=12).map("".join)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(names=st.lists(NAME | st.text(max_size=30), max_size=3))
+def test_any_file_argument_is_a_path_in_the_repository_or_a_refusal(repo, names):
+    try:
+        found = relative_paths(repo, repo / "pkg", names)
+    except UserError as exc:
+        assert str(exc).count("\n") == 0
+        return
+    for rel in found:
+        assert not rel.startswith(("/", "../")) and (repo / rel).is_file()
 
 
 def test_modules_without_a_test_of_their_name(repo):
@@ -234,6 +262,10 @@ def test_the_command_prints_each_test_and_why(repo, capsys, monkeypatch):
     ]
     assert cli(capsys, "--root", str(repo), "--paths", "mid.py")[1] == "tests/a/test_mid.py\ntests/b/test_top.py\n"
     assert cli(capsys, "--root", str(repo), "--paths", "lonely.py")[1] == ""
+    assert cli(capsys, "--root", str(repo), "--paths", "mid.py", "../weird.txt")[1] == "tests\n"
+    # nothing covers it: --run says so and runs no pytest
+    code, out, _ = cli(capsys, "--root", str(repo), "--run", "lonely.py")
+    assert (code, out.splitlines()[0]) == (0, "no test for pkg/lonely.py: no test file imports it")
 
 
 def test_the_command_refuses_hostile_input_in_one_line(repo, capsys, monkeypatch, tmp_path):
