@@ -27,11 +27,13 @@ from functools import cached_property
 from pathlib import Path
 
 from trainyard.contract.errors import UserError
+from trainyard.contract.files import read_bounded
 from trainyard.dev.datarules import DATA_RULES, EVERY_TEST, DataRule, rule_for
 from trainyard.dev.imports import Import, imports_of, module_name, reach
 
 TESTS = "tests"
 SKIPPED_DIRS = {"__pycache__"}
+MAX_SOURCE_BYTES = 1024 * 1024  # no module of the repository comes near it; one over it is a mistake
 
 
 def shown(text: str, limit: int = 200) -> str:
@@ -51,7 +53,7 @@ def is_test_file(rel: str) -> bool:
 
 def _read_source(path: Path, rel: str) -> tuple[str, ast.Module]:
     try:
-        data = path.read_bytes()
+        data = read_bounded(path, MAX_SOURCE_BYTES, "a Python source")
     except OSError as exc:
         raise UserError(f"{shown(rel)}: cannot be read ({exc.strerror}); the test map reads every source") from None
     why = "the test map reads every import from the source"
@@ -115,6 +117,10 @@ class SourceTree:
                 if SKIPPED_DIRS & set(path.relative_to(root).parts) or not path.is_file():
                     continue
                 rel = path.relative_to(root).as_posix()
+                if not path.resolve().is_relative_to(root.resolve()):
+                    raise UserError(
+                        f"{shown(rel)}: a link out of the repository; the test map reads only its own sources"
+                    )
                 module = module_name(path, root)
                 source, syntax = _read_source(path, rel)
                 tree.index[module] = imports_of(source, module, package=path.name == "__init__.py")

@@ -188,6 +188,19 @@ def test_a_source_that_cannot_be_read_is_named(repo, content, message):
     assert "pkg.bad" in SourceTree.load(repo).index
 
 
+def test_a_source_too_large_or_a_link_out_of_the_repository_is_refused(repo, tmp_path):
+    (repo / "pkg/alias.py").symlink_to(repo / "pkg/base.py")  # the benign form: a link inside
+    assert "pkg.alias" in SourceTree.load(repo).index
+    (tmp_path / "elsewhere.py").write_text("import os\n")
+    (repo / "pkg/evil.py").symlink_to(tmp_path / "elsewhere.py")
+    with pytest.raises(UserError, match=r"^pkg/evil.py: a link out of the repository"):
+        SourceTree.load(repo)
+    (repo / "pkg/evil.py").unlink()
+    (repo / "pkg/big.py").write_text("#" * (1024 * 1024) + "\n")
+    with pytest.raises(UserError, match=r"pkg/big.py: a Python source is 1048577 bytes, over the bound"):
+        SourceTree.load(repo)
+
+
 def test_files_are_read_relative_to_where_the_command_runs(repo, tmp_path):
     assert relative_paths(repo, repo / "pkg", ["base.py", "../data", "sub/../mid.py"]) == [
         "pkg/base.py",
