@@ -85,7 +85,7 @@ def _print(sel: Selection, changed: list[str], args: argparse.Namespace) -> None
         return
     for test, whys in [] if sel.everything else sorted(sel.tests.items()):
         more = f" (+{len(whys) - 1} more)" if len(whys) > 1 else ""
-        print(f"{test}: {whys[0]}{more}")
+        print(f"{shown(test)}: {whys[0]}{more}")
     for rel, why in sel.untested.items():
         print(f"no test for {shown(rel)}: {why}")
     for why in sel.everything:
