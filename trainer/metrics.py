@@ -20,7 +20,6 @@ import json
 import math
 import re
 import sys
-import threading
 import time
 import typing
 from collections.abc import Callable, Mapping
@@ -50,23 +49,6 @@ INFO_MAX_BYTES = 64 * 1024  # a checkpoint's info file is a few hundred bytes
 # A finished run waits for one more scrape so that its last step and checkpoint reach Prometheus,
 # where one has been scraping it: at most 1.5 scrape intervals (as measured), and never longer.
 MAX_LINGER_S = 60.0
-
-
-class _Mark:
-    """A collector of no series that notes when a scrape reaches it: registered first it marks a
-    scrape's start, registered last its end."""
-
-    def __init__(self) -> None:
-        self.times: list[float] = []  # the last two
-        self.event = threading.Event()
-
-    def describe(self) -> list:
-        return []  # registering it reads nothing
-
-    def collect(self) -> list:
-        self.times = [*self.times[-1:], time.monotonic()]
-        self.event.set()
-        return []
 
 
 def parse_preflight(value: str | None) -> tuple[list[tuple[str, str]], list[str]]:
@@ -166,10 +148,7 @@ class Exporter:
         self.commits = commits
         self.err = err
         self.registry = CollectorRegistry(auto_describe=True)
-        self._scrape_begins, self._scrape_ends = _Mark(), _Mark()
-        self.registry.register(self._scrape_begins)  # type: ignore[arg-type]
         self.metrics = {metric.name: _build(metric, self.registry) for metric in m.METRICS}
-        self.registry.register(self._scrape_ends)  # type: ignore[arg-type]
         self._base = (node_rank, fabric)
         child = self._child
         # Counters and histograms count from 0 at once; a gauge appears when it is first set (a 0
@@ -206,19 +185,16 @@ class Exporter:
         return self.port
 
     def linger(self, most: float = MAX_LINGER_S) -> float:
-        """Wait for the next scrape, when something scrapes this endpoint: 1.5 of its intervals at
-        most (one scrape seen: ``most``), never more than ``most``. Seconds waited; none when nothing
-        has scraped yet."""
-        begins, ends = self._scrape_begins, self._scrape_ends
-        if self._server is None or not begins.times:
+        """Wait for the next scrape, when something scrapes this endpoint, until its answer is
+        written (closing sooner would cut it): it must begin within 1.5 of its intervals (one scrape
+        seen: ``most``), never more than ``most``. Seconds waited; none when nothing has scraped."""
+        server = self._server
+        if server is None or not server.scraped():
             return 0.0
         t0 = time.monotonic()
-        interval = begins.times[-1] - begins.times[0] if len(begins.times) == 2 else most
-        begins.event.clear()
-        ends.event.clear()
-        # a scrape that begins now reads every value set before; wait until it has read them all
-        if begins.event.wait(min(most, 1.5 * interval + 0.5)):
-            ends.event.wait(5)
+        interval = server.scrape_interval()
+        begin_within = most if interval is None else min(most, 1.5 * interval + 0.5)
+        server.wait_scrape(t0, begin_within, answer_within=server.write_timeout + 5)
         return time.monotonic() - t0
 
     def close(self) -> None:

@@ -31,7 +31,7 @@ import socket
 import threading
 import time
 import urllib.parse
-from collections import OrderedDict
+from collections import OrderedDict, deque
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, choose_encoder, generate_latest, gzip_accepted
@@ -72,6 +72,11 @@ class MetricsServer:
         self._keys = itertools.count()
         self._closed = False
         self.refused = 0  # connections closed at the cap (new or evicted), for tests and debugging
+        # When scrapes (GETs answered 200) began, and the begin of the last answered in full: what
+        # a finished run waits on so that its last values reach Prometheus before the pod ends.
+        self._scrapes = threading.Condition(self._lock)
+        self.scrape_begins: deque[float] = deque(maxlen=2)
+        self._answered_begin = float("-inf")
         self._thread = threading.Thread(target=self._accept, name="trainyard-metrics", daemon=True)
         self._thread.start()
 
@@ -80,6 +85,25 @@ class MetricsServer:
     def connections(self) -> int:
         with self._lock:
             return len(self._waiting) + len(self._busy)
+
+    def scrape_interval(self) -> float | None:
+        """Seconds between the last two scrapes; None before two."""
+        with self._lock:
+            return self.scrape_begins[1] - self.scrape_begins[0] if len(self.scrape_begins) == 2 else None
+
+    def scraped(self) -> bool:
+        with self._lock:
+            return bool(self.scrape_begins)
+
+    def wait_scrape(self, since: float, begin_within: float, answer_within: float) -> bool:
+        """Wait for a scrape that begins at or after ``since`` (monotonic) within ``begin_within``
+        seconds, then for its answer to be written in full within ``answer_within``: such a scrape
+        read every value set before ``since``. True when one was answered."""
+        with self._scrapes:
+            if not self._scrapes.wait_for(lambda: bool(self.scrape_begins) and self.scrape_begins[-1] >= since,
+                                          begin_within):  # fmt: skip
+                return False
+            return self._scrapes.wait_for(lambda: self._answered_begin >= since, answer_within)
 
     def _accept(self) -> None:
         while True:
@@ -173,6 +197,11 @@ class MetricsServer:
             encoder, content_type = choose_encoder(", ".join(head.values("accept")))
         except (TypeError, ValueError):  # prometheus_client compares a version it could not parse
             encoder, content_type = generate_latest, CONTENT_TYPE_PLAIN_0_0_4
+        begin = time.monotonic()
+        if head.method == "GET":
+            with self._scrapes:
+                self.scrape_begins.append(begin)
+                self._scrapes.notify_all()
         try:
             body = encoder(registry)
         except Exception:  # a collector failed: an answer, not a traceback on the trainer's stderr
@@ -188,6 +217,10 @@ class MetricsServer:
         lines = [f"HTTP/1.1 200 {reason(200)}", f"Content-Type: {content_type}", f"Content-Length: {len(body)}", *extra]
         response = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         self._send(conn, response if head.method == "HEAD" else response + body)
+        if head.method == "GET":
+            with self._scrapes:
+                self._answered_begin = max(self._answered_begin, begin)
+                self._scrapes.notify_all()
         return keep
 
     def close(self) -> None:
