@@ -66,7 +66,7 @@ DATA_RULES: tuple[DataRule, ...] = (
     DataRule("tests/monitoring/rules/", ("tests/monitoring/test_rules.py",), "the alert rules' unit tests"),
     DataRule(
         "tests/trainyard/repo/upstream/fixtures/",
-        ("tests/trainyard/repo/upstream/test_diffing.py", "tests/trainyard/repo/upstream/test_health_lua.py"),
+        ("tests/trainyard/repo/upstream/test_health_lua.py",),
         "Argo CD's own test data",
     ),
 )

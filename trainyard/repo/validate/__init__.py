@@ -15,8 +15,9 @@ Per cluster, on what the emulated Argo CD renders (:mod:`trainyard.repo.upstream
 - Argo CD: every Application has an explicit sync wave; upstream sources are pinned (a tag or a
   commit, never HEAD or a branch); projects allow what their Applications deploy; an API group
   installed by a CRD provider is used only in a later wave; sync options are ones Argo CD reads,
-  ignoreDifferences pointers and jq expressions valid (:mod:`trainyard.repo.upstream.diffing`), a
-  rule that matches nothing warned of;
+  ignoreDifferences pointers and jq paths valid (:mod:`trainyard.repo.upstream.argo_fields`; what
+  it does not read is refused by name for the real Argo CD of the cluster tier), a rule that
+  matches nothing warned of;
 - every image (upstream releases' too, rendered from their pinned modules) pinned by a version tag,
   a commit tag or a digest, a refusal naming the release; the NCCL lint on every env of every
   container;

@@ -11,8 +11,7 @@ from trainyard.repo.model import declared, schema
 from trainyard.repo.model.giturl import UrlNotEmulated, normalize_git_url
 from trainyard.repo.model.problems import Problem, warning
 from trainyard.repo.model.rendered import CLUSTER_SCOPED, Resource, as_dict
-from trainyard.repo.upstream import argocd, diffing, globmatch
-from trainyard.repo.upstream.globmatch import GlobPanic
+from trainyard.repo.upstream import argo_fields, argocd
 from trainyard.repo.validate import ClusterCheck, job_names
 
 ARGO_GROUP = "argoproj.io"
@@ -88,7 +87,7 @@ def check_project(ctx: ClusterCheck, ar: argocd.AppRender, project: Resource) ->
         url = source.get("repoURL") if isinstance(source.get("repoURL"), str) else ""
         try:
             permitted = is_source_permitted(repos, url)
-        except (UrlNotEmulated, GlobPanic) as exc:
+        except (UrlNotEmulated, GlobNotRead) as exc:
             ctx.err(where, f"project {name}: cannot check the source {url!r} against spec.sourceRepos: {exc}", obj)
             continue
         if not permitted:
@@ -117,7 +116,7 @@ def check_project(ctx: ClusterCheck, ar: argocd.AppRender, project: Resource) ->
             elif not scoped and not is_destination_permitted(destinations, server, cluster_name, r.namespace or ""):
                 ctx.err(r.where(), f"namespace {r.namespace or ''} is not permitted in project '{name}' "
                         "(spec.destinations)", r.describe())  # fmt: skip
-    except GlobPanic as exc:
+    except GlobNotRead as exc:
         ctx.err(where, f"project {name}: spec.destinations: {exc}", obj)
 
 
@@ -172,27 +171,46 @@ def destination_cluster(destination: dict) -> tuple[tuple[str, str] | None, str]
     return None, "Destination server missing from app spec"
 
 
-def glob_match(pattern: str, value: str, allow_negation: bool, separators: str = "") -> bool:
-    """argo-cd@v3.5.1:pkg/apis/application/v1alpha1/app_project_types.go globMatch: a pattern starting
-    with '!' (where negation is allowed) matches what the rest does not; "*" matches everything."""
+class GlobNotRead(ValueError):
+    """An AppProject pattern beyond the forms the offline check reads; the message names it."""
+
+
+# Argo CD matches these patterns with gobwas/glob (argo-cd@v3.6.2:util/glob/glob.go Match). This
+# repository's AppProjects write only literal text and "*" alone (and "!" before literal text is
+# Argo CD's own negation, not a glob), so any other glob is refused rather than emulated.
+_GLOB_CHARS = re.compile(r"[*?\[\]{}\\\x00\ufffd]")
+
+
+def glob_match(pattern: str, value: str, allow_negation: bool) -> bool:
+    """argo-cd@v3.6.2:pkg/apis/application/v1alpha1/app_project_types.go globMatch: a pattern starting
+    with '!' (where negation is allowed) matches what the rest does not; "*" matches everything;
+    literal text matches itself. Any other glob raises :class:`GlobNotRead`."""
     if allow_negation and pattern.startswith("!"):
-        return not globmatch.glob_match(pattern[1:], value, separators)
+        return not _literal_match(pattern[1:], value)
     if pattern == "*":
         return True
-    return globmatch.glob_match(pattern, value, separators)
+    return _literal_match(pattern, value)
+
+
+def _literal_match(pattern: str, value: str) -> bool:
+    if _GLOB_CHARS.search(pattern):
+        raise GlobNotRead(
+            f"the pattern {pattern!r} is a glob beyond literal text and '*' alone, which the offline check "
+            f"does not read; {argo_fields.CLUSTER_TIER}"
+        )
+    return pattern == value
 
 
 def is_source_permitted(source_repos: list[str], repo_url: str) -> bool:
     """app_project_types.go IsSourcePermitted: both sides normalised (util/git NormalizeGitURL), the
-    entries matched in order as globs with '/' as separator (``*`` stays within a segment, ``**``
-    crosses); a ``!`` entry that matches denies at once, one that does not match permits; otherwise
-    the source is permitted when any entry matched."""
+    entries matched in order (:func:`glob_match`); a ``!`` entry that matches denies at once, one
+    that does not match permits; otherwise the source is permitted when any entry matched."""
     normalized_source = normalize_git_url(repo_url)
     matched_any = False
     for entry in source_repos:
         deny = entry.startswith("!")
         normalized = "!" + normalize_git_url(entry[1:]) if deny else normalize_git_url(entry)
-        matched = glob_match(normalized, normalized_source, True, "/")
+        matched = glob_match(normalized, normalized_source, True)
         if matched:
             matched_any = True
         elif normalized.startswith("!"):
@@ -311,33 +329,36 @@ StaleCandidate = tuple[tuple[str, ...], Problem | None]
 
 
 def check_sync_options(ctx: ClusterCheck) -> list[StaleCandidate]:
-    """What Argo CD reads by name or compiles, checked as it would read it (trainyard/repo/upstream/
-    diffing.py): every Application's sync options are options Argo CD knows (it ignores any other
-    string in silence; an object's sync-options annotation is checked with the render, syncorder.py);
-    every ignoreDifferences entry has the shape of a ResourceIgnoreDifferences, valid JSON pointers
-    (Argo CD skips one that names nothing), jq expressions gojq and jq both compile alike (one gojq
-    cannot compile fails the Application's comparison) and no managedFieldsManagers (not emulated);
-    argocd-cm's diff settings parse. Returns, for each ignoreDifferences entry, its key and the
-    warning that it matches no object of its Application (of any Application an ApplicationSet
-    generates), or None where it matches one: :func:`stale_rules` warns of those no checked cluster
-    uses (an Application in a shared base may ignore what only some clusters render)."""
+    """What Argo CD reads by name, checked offline as far as this repository uses it
+    (trainyard/repo/upstream/argo_fields.py): every Application's sync options are options Argo CD
+    knows (it ignores any other string in silence; an object's sync-options annotation is checked with
+    the render, syncorder.py); every ignoreDifferences entry has the shape of a
+    ResourceIgnoreDifferences, a literal group and kind, valid JSON pointers (Argo CD skips one that
+    names nothing) and jq paths of the forms the offline check reads; argocd-cm holds no diff
+    settings. What is not read offline is refused by name: the real Argo CD judges it in the cluster
+    tier. Returns, for each ignoreDifferences entry, its key and the warning that it matches no object
+    of its Application (of any Application an ApplicationSet generates), or None where it matches
+    one: :func:`stale_rules` warns of those no checked cluster uses (an Application in a shared base
+    may ignore what only some clusters render)."""
     generated: dict[str, dict[str, tuple]] = {}  # ApplicationSet -> rule -> (used, rule, where, obj)
     out: list[StaleCandidate] = []
     for ar in ctx.render.apps:
         app = ar.app
         where, obj = app.where(), app.resource.describe()
         try:
-            options = diffing.sync_options(app.spec, f"Application {app.name}")
-        except diffing.DiffError as exc:
+            options = argo_fields.sync_options(app.spec, f"Application {app.name}")
+        except argo_fields.FieldError as exc:
             ctx.err(where, str(exc).split(": ", 1)[-1], obj)
             options = []
         for i, option in enumerate(options):
-            problem = diffing.sync_option_problem(option)
+            problem = argo_fields.sync_option_problem(option)
             if problem:
                 ctx.err(where, f"spec.syncPolicy.syncOptions[{i}]: {problem}", obj)
         try:
-            rules = list(diffing.parse_ignore_differences(app.spec.get("ignoreDifferences"), f"Application {app.name}"))
-        except diffing.DiffError as exc:
+            rules = list(
+                argo_fields.parse_ignore_differences(app.spec.get("ignoreDifferences"), f"Application {app.name}")
+            )
+        except argo_fields.FieldError as exc:
             ctx.err(where, str(exc).split(": ", 1)[-1], obj)
             rules = []
         for rule in rules:
@@ -357,12 +378,11 @@ def check_sync_options(ctx: ClusterCheck) -> list[StaleCandidate]:
     for r in ctx.resources:
         if r.kind == "ConfigMap" and r.group == "" and r.name == "argocd-cm":
             try:
-                overrides = diffing.Overrides.parse(r.doc.get("data") or {})
-            except diffing.DiffError as exc:
-                ctx.err(r.where(), str(exc), r.describe())
-                continue
-            for rule in overrides.rules:
-                _check_rule(ctx, rule, r.where(), r.describe())
+                problems = argo_fields.argocd_cm_problems(r.doc.get("data") or {})
+            except argo_fields.FieldError as exc:
+                problems = [str(exc)]
+            for problem in problems:
+                ctx.err(r.where(), problem, r.describe())
     return out
 
 
@@ -374,30 +394,25 @@ def stale_rules(candidates: Iterable[StaleCandidate]) -> list[Problem]:
     return [p for problems in by_key.values() if None not in problems for p in problems if p is not None]
 
 
-def _rule_used(rule: diffing.Rule, ar: argocd.AppRender) -> bool:
-    """Whether ``rule`` matches an object ``ar`` renders (True where nothing was rendered: the
-    render's own problem is reported)."""
-    if not ar.resources:
+def _rule_used(rule: argo_fields.Rule, ar: argocd.AppRender) -> bool:
+    """Whether ``rule`` matches an object ``ar`` renders (True where nothing was rendered, or where
+    the rule's group or kind is a glob: the render's or the rule's own problem is reported)."""
+    if not ar.resources or argo_fields.rule_problems(rule):
         return True
-    try:
-        return any(rule.matches(*diffing.identity(r.doc)) for r in ar.resources)
-    except diffing.DiffError:
-        return True  # the pattern itself is reported by _check_rule
+    return any(rule.matches(*argo_fields.identity(r.doc)) for r in ar.resources)
 
 
-def _stale(rule: diffing.Rule, whose: str) -> str:
+def _stale(rule: argo_fields.Rule, whose: str) -> str:
     named = "/".join(x for x in (rule.group or "core", rule.kind, rule.namespace, rule.name) if x)
     return f"{rule.where} ({named}) matches no object {whose}: a stale rule?"
 
 
-def _check_rule(ctx: ClusterCheck, rule: diffing.Rule, where: str, obj: str) -> None:
-    if rule.managers:
-        ctx.err(where, diffing.managers_refusal(rule.where), obj)
-    for problem in diffing.glob_problems(rule):
-        ctx.err(where, f"{rule.where}: {problem}", obj)
+def _check_rule(ctx: ClusterCheck, rule: argo_fields.Rule, where: str, obj: str) -> None:
+    for problem in argo_fields.rule_problems(rule):
+        ctx.err(where, problem, obj)
     for j, pointer in enumerate(rule.json_pointers):
-        for problem in diffing.pointer_problems(pointer):
+        for problem in argo_fields.pointer_problems(pointer):
             ctx.err(where, f"{rule.where}.jsonPointers[{j}] {pointer!r}: {problem}", obj)
     for j, expression in enumerate(rule.jq_paths):
-        for problem in diffing.jq_problems(expression):
+        for problem in argo_fields.jq_problems(expression):
             ctx.err(where, f"{rule.where}.jqPathExpressions[{j}] {expression!r}: {problem}", obj)

@@ -1,6 +1,8 @@
-"""AppProject checks as Argo CD v3.5.1's application controller makes them (trainyard.repo.validate.argo
+"""AppProject checks as Argo CD's application controller makes them (trainyard.repo.validate.argo
 check_project, is_source_permitted, is_destination_permitted) and git URLs compared as it compares them
-(trainyard.repo.model.giturl). The tables are ported from the upstream tests named above each."""
+(trainyard.repo.model.giturl). The tables are ported from the upstream tests named above each. The
+offline check reads literal patterns and "*" alone (what this repository's AppProjects write); a row
+with any other glob must be refused by name (GlobNotRead), never answered otherwise."""
 
 from __future__ import annotations
 
@@ -69,7 +71,12 @@ SOURCE_PERMITTED_MORE = [
 
 @pytest.mark.parametrize(("repos", "url", "want"), SOURCE_PERMITTED + NEGATED_SOURCE_PERMITTED + SOURCE_PERMITTED_MORE)
 def test_is_source_permitted(repos, url, want):
-    assert argo.is_source_permitted(repos, url) is want
+    try:
+        got = argo.is_source_permitted(repos, url)
+    except argo.GlobNotRead as exc:
+        assert _globbed(repos) and "cluster tier" in str(exc)
+        return
+    assert got is want
 
 
 # types_test.go TestAppProject_IsDestinationPermitted: (project destinations, app destination, permitted)
@@ -183,8 +190,25 @@ NEGATED_DESTINATION_PERMITTED = [
 
 @pytest.mark.parametrize(("destinations", "dest", "want"), DESTINATION_PERMITTED + NEGATED_DESTINATION_PERMITTED)
 def test_is_destination_permitted(destinations, dest, want):
-    got = argo.is_destination_permitted(destinations, dest.get("server", ""), dest.get("name", ""), dest["namespace"])
+    try:
+        got = argo.is_destination_permitted(
+            destinations, dest.get("server", ""), dest.get("name", ""), dest["namespace"]
+        )
+    except argo.GlobNotRead as exc:
+        assert _globbed(v for d in destinations for v in d.values()) and "cluster tier" in str(exc)
+        return
     assert got is want
+
+
+def _globbed(patterns) -> bool:
+    """Whether a pattern is a glob beyond "*" alone (the rows refused by name)."""
+    return any(p.startswith("!*") or (p != "*" and any(c in p for c in "*?[]{}")) for p in patterns)
+
+
+def test_the_glob_forms_this_repository_does_not_write_are_refused_by_name():
+    for pattern in ("https://github.com/argoproj/*", "**", "a?", "[ab]", "{a,b}", "!test-*", "!*"):
+        with pytest.raises(argo.GlobNotRead, match="is a glob beyond literal text and '\\*' alone"):
+            argo.glob_match(pattern, "x", True)
 
 
 def test_a_namespace_deny_entry_needs_its_server_to_match():
@@ -196,13 +220,11 @@ def test_a_namespace_deny_entry_needs_its_server_to_match():
     assert argo.is_destination_permitted(destinations, K8S, "in-cluster", "ml-training") is False
 
 
-# types_test.go TestGlobMatch
+# types_test.go TestGlobMatch (the rows of globs beyond "*" alone are refused by name, above)
 @pytest.mark.parametrize(
     ("pattern", "value", "negation", "want"),
     [
         ("foo", "foo", False, True),
-        ("foo*", "foobar", False, True),
-        ("foo*", "bar", False, False),
         ("*", "anything", False, True),
         ("!foo", "foo", True, False),
         ("!foo", "bar", True, True),
@@ -371,18 +393,26 @@ def test_check_project_conditions(app_spec, project_spec, message):
 
 def test_check_project_permits_the_in_cluster_by_name_and_checks_each_objects_namespace():
     project = {
-        "sourceRepos": ["https://github.com/argoproj/*"],
-        "destinations": [{"name": "in-cluster", "namespace": "ok-*"}],
+        "sourceRepos": ["*"],
+        "destinations": [{"name": "in-cluster", "namespace": "ok-a"}],
     }
     app = {"source": SOURCE, "destination": {"server": K8S + "/", "namespace": "ok-a"}}
     objects = [
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "ok-b"}},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "ok-a"}},
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "d", "namespace": "kube-system"}},
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-system"}},
     ]
     errors = _check(project, app, objects)
     assert errors[0] == "namespace kube-system is not permitted in project 'p' (spec.destinations)"
     assert len(errors) == 2 and "does not allow core/Namespace" in errors[1]  # no clusterResourceWhitelist
+
+
+def test_check_project_refuses_a_glob_it_does_not_read_by_name():
+    project = {"sourceRepos": ["https://github.com/argoproj/*"], "destinations": [{"server": K8S, "namespace": "ok-*"}]}
+    app = {"source": SOURCE, "destination": {"server": K8S, "namespace": "ok-a"}}
+    errors = _check(project, app, [])
+    assert any("spec.sourceRepos" in e and "'https://github.com/argoproj/*' is a glob" in e for e in errors), errors
+    assert any("spec.destinations" in e and "'ok-*' is a glob" in e and "cluster tier" in e for e in errors), errors
 
 
 def test_validate_reports_project_denials_with_argo_cds_words(repo_copy):

@@ -1,6 +1,7 @@
-"""``trainyard validate`` on what Argo CD reads by name or compiles: sync options, ignoreDifferences
-(JSON pointers, jq expressions, stale rules) and argocd-cm's diff settings
-(trainyard/repo/validate/argo.py check_sync_options, trainyard/repo/upstream/diffing.py)."""
+"""``trainyard validate`` on what Argo CD reads by name: sync options, ignoreDifferences (JSON
+pointers, jq paths, stale rules) and argocd-cm's keys (trainyard/repo/validate/argo.py
+check_sync_options, trainyard/repo/upstream/argo_fields.py), and what it refuses by name instead of
+emulating."""
 
 from __future__ import annotations
 
@@ -54,17 +55,46 @@ def test_a_pointer_without_its_slash_is_refused_saying_what_argo_cd_would_remove
     ), errors
 
 
-def test_a_jq_expression_gojq_reads_differently_is_refused(repo_copy):
+def test_a_jq_expression_beyond_a_path_is_refused_by_name(repo_copy):
     edit(repo_copy, JOBS, 'select(.manager == "kueue.x-k8s.io/manager")', 'select(.manager | test("kueue"))')
     errors = errors_of(_report(repo_copy))
-    assert any("jqPathExpressions[0]" in e and "test/1: regular expressions" in e for e in errors), errors
+    assert any(
+        "spec.ignoreDifferences[0].jqPathExpressions[0]" in e
+        and "beyond the jq forms checked offline" in e
+        and "cluster tier" in e
+        for e in errors
+    ), errors
+
+
+def test_a_glob_in_an_ignore_rules_kind_is_refused_by_name(repo_copy):
+    edit(repo_copy, KUEUE, "      kind: Secret\n", "      kind: Sec*\n")
+    errors = errors_of(_report(repo_copy))
+    assert any("spec.ignoreDifferences[2].kind 'Sec*': a glob pattern is not checked offline" in e for e in errors), (
+        errors
+    )
+
+
+def test_argocd_cm_diff_settings_are_refused_by_name(repo_copy):
+    edit(
+        repo_copy,
+        "base/argocd/kustomization.yaml",
+        "      - resource.customizations.health.kubeflow.org_TFJob=kubeflow-job-health.lua\n",
+        "      - resource.customizations.health.kubeflow.org_TFJob=kubeflow-job-health.lua\n"
+        "      - resource.customizations.ignoreDifferences.apps_Deployment=kubeflow-job-health.lua\n",
+    )
+    errors = errors_of(_report(repo_copy))
+    assert any(
+        "argocd-cm: resource.customizations.ignoreDifferences.apps_Deployment: ignoreDifferences overrides "
+        "are not checked offline" in e
+        for e in errors
+    ), errors
 
 
 def test_managed_fields_managers_are_refused(repo_copy):
     edit(repo_copy, KUEUE, "      jsonPointers:\n        - /data\n",
          "      jsonPointers:\n        - /data\n      managedFieldsManagers:\n        - kueue\n")  # fmt: skip
     errors = errors_of(_report(repo_copy))
-    assert any("managedFieldsManagers is not emulated" in e for e in errors), errors
+    assert any("spec.ignoreDifferences[2].managedFieldsManagers: not checked offline" in e for e in errors), errors
 
 
 def test_a_rule_that_matches_nothing_is_warned_as_stale(repo_copy):
