@@ -1,6 +1,6 @@
 """The glob patterns Argo CD matches with github.com/gobwas/glob v0.2.3 (argo-cd@v3.5.1:util/glob/glob.go
-Match): a directory source's ``include``/``exclude``, an AppProject's ``sourceRepos`` and
-``destinations``.
+Match), as a directory source's ``include``/``exclude`` uses them (directory.py, its only caller:
+AppProject patterns are read as literal text or "*" alone, trainyard/repo/validate/argo.py).
 
 The syntax (gobwas/glob syntax/lexer/lexer.go, syntax/ast/parser.go): ``*`` any run of characters
 other than the separators, ``**`` any run at all, ``?`` one character other than a separator,
