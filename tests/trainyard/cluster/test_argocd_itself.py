@@ -20,7 +20,7 @@ import pytest
 
 from tests.trainyard.cluster.conftest import REPO_ROOT
 from tests.trainyard.repo.conftest import COPIED
-from trainyard.cluster import argocd as argocd_itself
+from trainyard.cluster import argocd_daemons as argocd_itself
 from trainyard.cluster import controlplane
 from trainyard.cluster.client import ApiError
 from trainyard.cluster.up import render_for, up

@@ -25,7 +25,7 @@ import httpx
 import pytest
 
 from tests.trainyard.cluster.conftest import REPO_ROOT
-from trainyard.cluster import argocd as argocd_itself
+from trainyard.cluster import argocd_daemons as argocd_itself
 from trainyard.cluster import controlplane, pki
 from trainyard.cluster.up import up
 from trainyard.repo.model import repository
