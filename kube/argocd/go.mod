@@ -2,19 +2,18 @@
 // the repo-server and the ApplicationSet controller, one multi-call binary
 // (argo-cd/v3/cmd/main.go picks the component by its name).
 //
-// Why v3.6.1 and not v3.5.1, the release the repository targets: v3.5.1's go.mod requires
-// github.com/argoproj/argo-cd/gitops-engine at v0.7.1-0.20250908182407-97ad5b59a627 and replaces
-// it with its own ./gitops-engine folder; a module that requires Argo CD does not inherit that
-// replace, and the module proxy does not serve that version (nor v3.5.1's own commit). v3.6.1
-// publishes gitops-engine as the module github.com/argoproj/argo-cd/gitops-engine/v3 at its own
-// version, so it builds from the proxy. It needs Go 1.27 (GOTOOLCHAIN=go1.27.3, which
+// v3.6.2, the release production is moving to (trainyard/repo/model/releases.py "argocd" still
+// names v3.5.1, which cannot be built from the module proxy). It publishes gitops-engine as
+// the module github.com/argoproj/argo-cd/gitops-engine/v3 at its own version, so it builds from the
+// module proxy (v3.5.x required an unpublished gitops-engine pseudo-version through a replace a
+// consumer does not inherit). It needs Go 1.27 (GOTOOLCHAIN=go1.27.3, which
 // trainyard/cluster/components.py sets for this module alone) and the Kubernetes v0.37 modules:
-// the replace block below is argo-cd@v3.6.1:go.mod's, which a consumer must repeat.
+// the replace block below is argo-cd@v3.6.2:go.mod's, which a consumer must repeat.
 module trainyard.dev/kube/argocd
 
 go 1.27.0
 
-require github.com/argoproj/argo-cd/v3 v3.6.1
+require github.com/argoproj/argo-cd/v3 v3.6.2
 
 require (
 	cloud.google.com/go v0.121.6 // indirect
@@ -53,7 +52,7 @@ require (
 	github.com/RocketChat/Rocket.Chat.Go.SDK v0.0.0-20240116134246-a8cbe886bab0 // indirect
 	github.com/TomOnTime/utfutil v1.0.0 // indirect
 	github.com/alicebob/miniredis/v2 v2.39.0 // indirect
-	github.com/argoproj/argo-cd/gitops-engine/v3 v3.6.1 // indirect
+	github.com/argoproj/argo-cd/gitops-engine/v3 v3.6.2 // indirect
 	github.com/argoproj/notifications-engine v0.5.1-0.20260503100631-0cff13b8a717 // indirect
 	github.com/argoproj/pkg/v2 v2.0.1 // indirect
 	github.com/aws/aws-sdk-go-v2 v1.47.0 // indirect
@@ -92,7 +91,7 @@ require (
 	github.com/davidmz/go-pageant v1.0.2 // indirect
 	github.com/desertbit/timer v1.0.1 // indirect
 	github.com/distribution/reference v0.6.0 // indirect
-	github.com/dlclark/regexp2 v1.12.0 // indirect
+	github.com/dlclark/regexp2/v2 v2.13.0 // indirect
 	github.com/dustin/go-humanize v1.0.1 // indirect
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect
 	github.com/emirpasic/gods v1.18.1 // indirect
