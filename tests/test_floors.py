@@ -11,10 +11,13 @@ Floor 2 has rooms, ordered the same way (trainyard/repo/__init__.py says what ea
 
 model < upstream < generate < jobs < validate < the commands (trainyard/repo/cli.py, render.py, pins.py)
 
-Every import in every module is read from the source (AST), the imports inside functions too, so
-a lazy import cannot hide an inverted floor (trainyard/dev/imports.py, the reader the test map
-shares). The images copy only the floors they run: the import closure of each image's packages
-must lie within what its Dockerfile copies.
+Inside one room (a room of floor 2, or any other package) the imports form no circle: a module
+that needs a sibling's name while the sibling needs its own is a module too many or one too few.
+
+Every import in every module is read from the source (AST), the imports inside functions and under
+``if TYPE_CHECKING:`` too, so a lazy import cannot hide an inverted floor or a circle
+(trainyard/dev/imports.py, the reader the test map shares). The images copy only the floors they
+run: the import closure of each image's packages must lie within what its Dockerfile copies.
 """
 
 from __future__ import annotations
@@ -148,7 +151,7 @@ def test_every_import_points_down():
         ("trainer.loop", "from webhook.engine import admit", "never import each other"),
         ("webhook.app", "import httpx", "not a package of the webhook extra"),
         ("trainer.launch", "import yaml", "not a package of the trainer extra"),
-        ("trainyard.repo.model.kustomize", "from trainyard.repo.upstream import argocd",
+        ("trainyard.repo.model.kustomize", "from trainyard.repo.upstream import app_render",
          "room model may not import room upstream"),
         ("trainyard.repo.upstream.vap", "def f():\n    from trainyard.repo.jobs.preview import preview",
          "room upstream may not import room jobs"),
@@ -169,7 +172,7 @@ def test_an_inverted_import_is_found(module, source, message):
         ("trainyard.repo.upstream.vap", "from trainyard.repo.upstream import rbac"),
         ("trainyard.repo.jobs.preview", "from trainyard.repo.model import kustomize"),
         ("trainyard.repo.cli", "from trainyard.repo import validate"),
-        ("trainyard.repo.render", "from trainyard.repo.upstream.argocd import render"),
+        ("trainyard.repo.render", "from trainyard.repo.upstream.app_render import render_cluster"),
         ("trainyard.sandbox.demo", "from trainyard.repo.jobs import preview"),
     ],
 )
@@ -184,6 +187,110 @@ def test_every_room_is_ordered():
     packages = {p.name for p in repo.iterdir() if (p / "__init__.py").is_file()}
     modules = {p.stem for p in repo.glob("*.py")} - {"__init__"}
     assert (packages, modules) == (set(ROOMS), set(COMMANDS))
+
+
+def room_key(module: str) -> str:
+    """The room a module sits in: ``trainyard.repo.<room>`` for floor 2 (its commands share
+    ``trainyard.repo``), the module's package elsewhere."""
+    parts = module.split(".")
+    if parts[:2] == ["trainyard", "repo"] and len(parts) > 3:
+        return ".".join(parts[:3])
+    return ".".join(parts[:-1])
+
+
+def room_cycles(index: dict[str, list[Import]]) -> list[list[str]]:
+    """Every circle of imports between modules of one room (strongly connected components of more
+    than one module, or a module importing itself), each sorted. ``from package import module`` is an
+    edge to the module, not to the package."""
+    edges: dict[str, set[str]] = {}
+    for module, found in index.items():
+        for imp in found:
+            named = [f"{imp.target}.{n}" for n in imp.names if f"{imp.target}.{n}" in index]
+            for target in named or ([imp.target] if imp.target in index else []):
+                if room_key(target) == room_key(module):
+                    edges.setdefault(module, set()).add(target)
+    # Tarjan's strongly connected components, iterative
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out = []
+    for start in sorted(index):
+        if start in order:
+            continue
+        work = [(start, iter(sorted(edges.get(start, ()))))]
+        order[start] = low[start] = len(order)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in order:
+                    order[child] = low[child] = len(order)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], order[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == order[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1 or node in edges.get(node, ()):
+                    out.append(sorted(component))
+    return out
+
+
+def test_no_import_circle_inside_a_room():
+    index = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            index[module_name(path)] = read_imports(path)
+    assert room_cycles(index) == []
+
+
+@pytest.mark.parametrize(
+    ("sources", "circle"),
+    [
+        # a plain circle of three
+        ({"a": "from trainyard.repo.upstream import b", "b": "from trainyard.repo.upstream.c import x",
+          "c": "import trainyard.repo.upstream.a"}, ["a", "b", "c"]),
+        # hidden in a function, as a lazy import hides it
+        ({"a": "from trainyard.repo.upstream import b",
+          "b": "def f():\n    from trainyard.repo.upstream import a"}, ["a", "b"]),
+        # hidden behind TYPE_CHECKING
+        ({"a": "from trainyard.repo.upstream.b import B",
+          "b": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from trainyard.repo.upstream.a import A"},
+         ["a", "b"]),
+        # a relative import
+        ({"a": "from . import b", "b": "from .a import A"}, ["a", "b"]),
+    ],
+)  # fmt: skip
+def test_an_import_circle_inside_a_room_is_found(sources, circle):
+    index = {f"trainyard.repo.upstream.{m}": imports_of(src, f"trainyard.repo.upstream.{m}")
+             for m, src in sources.items()}  # fmt: skip
+    index["trainyard.repo.upstream"] = []
+    assert room_cycles(index) == [[f"trainyard.repo.upstream.{m}" for m in circle]]
+
+
+def test_imports_across_rooms_and_down_make_no_circle():
+    index = {
+        "trainyard.repo.upstream.a": imports_of("from trainyard.repo.model import m", "trainyard.repo.upstream.a"),
+        "trainyard.repo.model.m": imports_of(
+            "def f():\n    from trainyard.repo.upstream import a", "trainyard.repo.model.m"
+        ),
+        "trainyard.repo.upstream.b": imports_of("from trainyard.repo.upstream import a", "trainyard.repo.upstream.b"),
+    }
+    assert room_cycles(index) == []  # the model -> upstream import is an inverted room, not a circle in a room
 
 
 def copied_paths(dockerfile: Path) -> set[str]:

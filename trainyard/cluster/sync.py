@@ -47,7 +47,7 @@ from trainyard.cluster.client import ApiError, Kube
 from trainyard.repo.jobs.preview import is_job
 from trainyard.repo.model import rawyaml
 from trainyard.repo.model.rendered import Resource, tree_copy
-from trainyard.repo.upstream import argocd, syncorder
+from trainyard.repo.upstream import applications, syncorder
 
 SSA_MANAGER = "argocd-controller"
 CRD = "CustomResourceDefinition"
@@ -79,7 +79,7 @@ class Report:
     refusals: list[Refusal] = field(default_factory=list)
 
 
-def _sync_options(app: argocd.Application) -> set[str]:
+def _sync_options(app: applications.Application) -> set[str]:
     options = (app.spec.get("syncPolicy") or {}).get("syncOptions") or []
     return {str(o) for o in options}
 
@@ -242,7 +242,7 @@ class Syncer:
         *,
         server_side: bool,
         rewrite: Rewrite | None = None,
-        app: argocd.Application | None = None,
+        app: applications.Application | None = None,
     ) -> tuple[int, int]:
         """Apply ``resources`` in order; ``server_side`` is the Application's ServerSideApply=true,
         which an object's own sync-options may override. Each object carries ``app``'s tracking id."""
@@ -273,7 +273,7 @@ class Syncer:
 TRACKING_ANNOTATION = "argocd.argoproj.io/tracking-id"  # argo-cd@v3.5.1:common/common.go AnnotationKeyAppInstance
 
 
-def tracked(doc: dict, app: argocd.Application) -> dict:
+def tracked(doc: dict, app: applications.Application) -> dict:
     """``doc`` with the tracking id Argo CD v3 writes on every object of an Application (its
     default tracking method is the annotation): ``<app>:<group>/<kind>:<namespace>/<name>``, the
     destination namespace standing in for a cluster-scoped object's (argo-cd@v3.5.1:
@@ -293,7 +293,7 @@ def tracked(doc: dict, app: argocd.Application) -> dict:
 def sync(
     kube: Kube,
     repo_root: Path,
-    render: argocd.ClusterRender,
+    render: applications.ClusterRender,
     *,
     bootstrap_crds: list[dict],
     rewrite: Rewrite | None = None,
@@ -334,7 +334,7 @@ def sync(
 
 def _sync_app(
     s: Syncer,
-    ar: argocd.AppRender,
+    ar: applications.AppRender,
     upstream: dict[str, list[dict]],
     rewrite: Rewrite | None,
     upstream_app: Callable[[str], str | None] | None,

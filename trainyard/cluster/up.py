@@ -27,13 +27,13 @@ from trainyard.contract.names import NETWORKS_ANNOTATION as NETWORKS
 from trainyard.repo.model import declared
 from trainyard.repo.model.rendered import tree_copy
 from trainyard.repo.model.repository import Repository
-from trainyard.repo.upstream import argocd
+from trainyard.repo.upstream import app_render, applications
 
 Progress = Callable[[str], None]
 
 
-def render_for(repo: Repository, cluster: str) -> argocd.ClusterRender:
-    render = argocd.render_cluster(repo, cluster)
+def render_for(repo: Repository, cluster: str) -> applications.ClusterRender:
+    render = app_render.render_cluster(repo, cluster)
     if render.errors():
         listed = "\n".join(f"  {p}" for p in render.errors())
         raise UserError(f"cluster {cluster} does not render (trainyard validate says more):\n{listed}")

@@ -26,7 +26,7 @@ from trainyard.cluster.processes import Daemon, free_port, spawn
 from trainyard.contract.errors import UserError
 from trainyard.contract.files import write_private
 from trainyard.repo.model.rendered import Resource
-from trainyard.repo.upstream.argocd import ClusterRender
+from trainyard.repo.upstream.applications import ClusterRender
 from webhook import certs
 
 NAME_LABEL = "app.kubernetes.io/name"

@@ -9,7 +9,7 @@ Its rooms, bottom to top; an import points down, or sideways within its room:
   cluster declares and renders, problems; the upstream releases it pins (``releases``), their Go
   modules and their offline render with kustomize and Helm (``upstream``);
 - ``upstream``: offline emulations of upstream controllers (Argo CD, Kubeflow Trainer, JobSet,
-  Kueue, the v1 Training Operator, strategic merge, Go templates) and of kube-apiserver's
+  Kueue, the v1 Training Operator, strategic merge) and of kube-apiserver's
   admission (CEL, ValidatingAdmissionPolicies and their bindings, RBAC);
 - ``generate``: compilers from the fabric profiles and the declared facts to the manifests kept in
   git (runtimes, pod security, MutatingAdmissionPolicies, Kueue queues), and ``trainyard generate``;

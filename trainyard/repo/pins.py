@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from trainyard.repo.model import declared, releases
 from trainyard.repo.model.rendered import containers, pod_templates
 from trainyard.repo.model.repository import Repository
-from trainyard.repo.upstream import argocd
+from trainyard.repo.upstream import app_render
 
 
 class PinsFailed(Exception):
@@ -60,7 +60,7 @@ def collect(repo: Repository, clusters: list[str] | None = None) -> list[Row]:
     names = [repo.require_cluster(c) for c in clusters] if clusters else repo.clusters()
     rows = {r.key: Row(r) for r in releases.RELEASES}
     for cluster in names:
-        render = argocd.render_cluster(repo, cluster)
+        render = app_render.render_cluster(repo, cluster)
         failed = [str(p) for p in render.errors()]
         if failed:
             raise PinsFailed(f"{cluster} does not render, so its pins are unknown:\n" + "\n".join(failed))

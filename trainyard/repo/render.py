@@ -8,7 +8,7 @@ import yaml
 
 from trainyard.contract.errors import UserError
 from trainyard.repo.model.repository import Repository
-from trainyard.repo.upstream import argocd
+from trainyard.repo.upstream import app_render, applications
 
 
 class RenderFailed(UserError):
@@ -19,7 +19,7 @@ def _dump(resources: list) -> str:
     return yaml.safe_dump_all([r.doc for r in resources], sort_keys=False, width=120)
 
 
-def _header(cluster: str, ar: argocd.AppRender) -> str:
+def _header(cluster: str, ar: applications.AppRender) -> str:
     app = ar.app
     lines = [f"# cluster {cluster}: Application {app.name} (sync wave {app.wave}, project {app.project or 'default'})"]
     if app.generated_by:
@@ -38,7 +38,7 @@ def _header(cluster: str, ar: argocd.AppRender) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_text(render: argocd.ClusterRender) -> str:
+def render_text(render: applications.ClusterRender) -> str:
     parts = [
         f"# cluster {render.cluster}: bootstrap (kubectl apply -k clusters/{render.cluster})\n" + _dump(render.root)
     ]
@@ -48,7 +48,7 @@ def render_text(render: argocd.ClusterRender) -> str:
     return "---\n".join(parts)
 
 
-def write(render: argocd.ClusterRender, out: Path) -> list[Path]:
+def write(render: applications.ClusterRender, out: Path) -> list[Path]:
     """DIR/<cluster>/NN-<application>.yaml in sync order, plus the bootstrap and an index."""
     folder = out / render.cluster
     if folder.exists():
@@ -79,13 +79,15 @@ def write(render: argocd.ClusterRender, out: Path) -> list[Path]:
     return written
 
 
-def render(repo: Repository, clusters: list[str] | None, out: Path | None) -> tuple[str, list[argocd.ClusterRender]]:
+def render(
+    repo: Repository, clusters: list[str] | None, out: Path | None
+) -> tuple[str, list[applications.ClusterRender]]:
     """Render ``clusters`` (default: all). Returns the text to print and the renders; raises
     RenderFailed listing every folder that did not render."""
     if out is not None and out.exists() and not out.is_dir():
         raise UserError(f"--out {out}: exists and is not a directory; name a directory (created if missing)")
     names = [repo.require_cluster(c) for c in clusters] if clusters else repo.clusters()
-    renders = [argocd.render_cluster(repo, c) for c in names]
+    renders = [app_render.render_cluster(repo, c) for c in names]
     problems = [f"[{r.cluster}] {p}" for r in renders for p in r.errors()]
     if problems:
         raise RenderFailed("rendering failed:\n" + "\n".join(problems))

@@ -27,7 +27,7 @@ from trainyard.cluster.up import render_for
 from trainyard.repo.generate.mutating_harness import Harness, limits_hit, normalise
 from trainyard.repo.jobs.preview import cluster_job_pods
 from trainyard.repo.model import repository
-from trainyard.repo.upstream.argocd import ClusterRender
+from trainyard.repo.upstream.applications import ClusterRender
 from webhook import engine
 from webhook.policy import PolicySet, load_policies
 

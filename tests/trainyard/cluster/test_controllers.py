@@ -18,7 +18,7 @@ from trainyard.cluster.client import ApiError
 from trainyard.cluster.components import KUBE_MODULE, TARGETS
 from trainyard.cluster.processes import free_port, wait_for
 from trainyard.repo.model import releases, repository
-from trainyard.repo.upstream import argocd, training_operator, trainjob
+from trainyard.repo.upstream import app_render, training_operator, trainjob
 from trainyard.sandbox.processes import descendants
 
 NAMESPACE = "trainyard-test-controllers"
@@ -32,7 +32,7 @@ def _go_mod_requires(path) -> dict[str, str]:
 def test_each_controller_runs_from_its_applications_render():
     """The Deployment, webhook Service and Secret each controller takes are in what its Application
     renders (the objects validate checks and Argo CD applies), in the Install's namespace."""
-    render = argocd.render_cluster(repository.load(KUBE_MODULE.parent), "dev")
+    render = app_render.render_cluster(repository.load(KUBE_MODULE.parent), "dev")
     for install in controllers.INSTALLS:
         ar = render.app(install.app)
         assert ar is not None and ar.upstream, install.app

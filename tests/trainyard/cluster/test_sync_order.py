@@ -8,7 +8,7 @@ from pathlib import Path
 
 from trainyard.cluster import sync
 from trainyard.repo.model.rendered import Resource
-from trainyard.repo.upstream import argocd, syncorder
+from trainyard.repo.upstream import applications, syncorder
 
 
 class Recorder:
@@ -65,9 +65,9 @@ ARGOCD_CM = Resource(
 )
 
 
-def render_of(apps: list[tuple[Resource, list[Resource]]]) -> argocd.ClusterRender:
-    renders = [argocd.AppRender(app=argocd.Application(a), resources=list(rs), path="x") for a, rs in apps]
-    render = argocd.ClusterRender(cluster="t", root=[*(a for a, _ in apps), ARGOCD_CM], apps=renders)
+def render_of(apps: list[tuple[Resource, list[Resource]]]) -> applications.ClusterRender:
+    renders = [applications.AppRender(app=applications.Application(a), resources=list(rs), path="x") for a, rs in apps]
+    render = applications.ClusterRender(cluster="t", root=[*(a for a, _ in apps), ARGOCD_CM], apps=renders)
     syncorder.order_cluster(render)
     return render
 

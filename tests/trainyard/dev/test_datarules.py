@@ -16,7 +16,6 @@ ROOT = Path(__file__).resolve().parents[3]
 # Tests that write a rule's path as an example, not to read the file there.
 NAMES_BUT_DOES_NOT_READ = {
     "tests/test_codeowners.py": "paths as CODEOWNERS patterns match them",
-    "tests/trainyard/repo/upstream/test_directory_source.py": "a .gitignore of its own folder",
     "tests/trainyard/dev/test_datarules.py": "paths given to the test map",
     "tests/trainyard/dev/test_testmap.py": "the paths of a repository of its own",
 }

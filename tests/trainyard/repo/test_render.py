@@ -12,7 +12,7 @@ from tests.trainyard.repo.conftest import REPO_ROOT
 from trainyard.cli import main
 from trainyard.repo.model import repository
 from trainyard.repo.model.rendered import Resource
-from trainyard.repo.upstream import argocd, gotemplate
+from trainyard.repo.upstream import applications, appset, go_path
 
 CLUSTERS = ("dev", "prod-roce", "prod-ib")
 EXAMPLE_JOBS = {"dev": "mnist-ddp", "prod-roce": "llama-finetune", "prod-ib": "horovod"}
@@ -143,10 +143,11 @@ def test_render_cli_out_must_be_a_directory(tmp_path, capsys):
 
 
 def test_go_path_match_star_stays_within_a_segment():
-    assert argocd.go_path_match("overlays/dev/jobs/*", "overlays/dev/jobs/a")
-    assert not argocd.go_path_match("overlays/dev/jobs/*", "overlays/dev/jobs/a/b")
-    assert not argocd.go_path_match("overlays/dev/jobs/*", "overlays/dev/jobs")
-    assert argocd.go_path_match("/d/[f|g]", "d/g")
+    assert go_path.path_match("overlays/dev/jobs/*", "overlays/dev/jobs/a")
+    assert not go_path.path_match("overlays/dev/jobs/*", "overlays/dev/jobs/a/b")
+    assert not go_path.path_match("overlays/dev/jobs/*", "overlays/dev/jobs")
+    with pytest.raises(go_path.PatternNotRead, match="'\\['"):
+        go_path.path_match("/d/[f|g]", "d/g")
 
 
 def _appset(template_name: str, directories: list[dict], go: bool = True) -> Resource:
@@ -174,39 +175,35 @@ def fake_repo(tmp_path) -> repository.Repository:
     return repository.Repository(root=tmp_path, url="https://example.com/r", revision="main")
 
 
-def test_directory_generator_params_and_exclude(fake_repo):
+def test_directory_generator_params(fake_repo):
     dirs = ["a", "a/j", "a/j/one", "a/j/two_x", "a/j/.hidden", "a/j/one/deeper"]
-    appset = _appset(
-        "{{ index .path.segments 0 }}-{{ .path.basenameNormalized }}",
-        [{"path": "a/j/*"}, {"path": "a/j/two*", "exclude": True}],
-    )
-    apps = argocd.generate_applications(appset, fake_repo, directories=dirs)
-    assert [(a.name, a.doc["spec"]["source"]["path"]) for a in apps] == [("a-one", "a/j/one")]
+    made = _appset("{{ index .path.segments 0 }}-{{ .path.basename }}", [{"path": "a/j/*"}])
+    apps = appset.generate_applications(made, fake_repo, directories=dirs)
+    assert [(a.name, a.doc["spec"]["source"]["path"]) for a in apps] == [("a-one", "a/j/one"), ("a-two_x", "a/j/two_x")]
     assert apps[0].namespace == "argocd"
-    appset = _appset("{{ .path.basenameNormalized }}", [{"path": "a/j/*"}])
-    names = [a.name for a in argocd.generate_applications(appset, fake_repo, directories=dirs)]
-    assert names == ["one", "two-x"]
 
 
-def test_fasttemplate_parameters(fake_repo):
-    appset = _appset("{{path[0]}}-{{path.basename}}", [{"path": "a/*"}], go=False)
-    apps = argocd.generate_applications(appset, fake_repo, directories=["a", "a/b"])
-    assert apps[0].name == "a-b" and apps[0].doc["spec"]["source"]["path"] == "a/b"
-
-
-def test_missingkey_error_and_unsupported_templates(fake_repo):
-    with pytest.raises(argocd.ArgoError, match="no entry for key 'basname'"):
-        argocd.generate_applications(_appset("{{ .path.basname }}", [{"path": "a/*"}]), fake_repo, directories=["a/b"])
-    with pytest.raises(argocd.ArgoError, match="Go template function quote is not emulated by trainyard render"):
-        argocd.generate_applications(_appset("{{ .path.basename | quote }}", [{"path": "a/*"}]), fake_repo, ["a/b"])
-    assert gotemplate.render("{{ .x.y }}", {"x": {}}) == "<no value>"
+@pytest.mark.parametrize(
+    ("name", "directories", "go", "message"),
+    [
+        ("{{ .path.basenameNormalized }}", [{"path": "a/*"}], True,
+         r"template expression '\{\{ \.path\.basenameNormalized \}\}' is not one trainyard renders offline; "
+         r"the ones it renders: \{\{ \.path\.path \}\}"),
+        ("{{ .path.basename | quote }}", [{"path": "a/*"}], True, "is not one trainyard renders offline"),
+        ("n", [{"path": "a/*", "exclude": True}], True, r"directories\[0\]\.exclude is not rendered offline"),
+        ("{{path.basename}}", [{"path": "a/*"}], False, "only goTemplate: true is rendered offline"),
+    ],
+)  # fmt: skip
+def test_what_the_repository_does_not_use_is_refused_by_name(fake_repo, name, directories, go, message):
+    with pytest.raises(applications.ArgoError, match=r"^x\.yaml: ApplicationSet s: .*" + message):
+        appset.generate_applications(_appset(name, directories, go), fake_repo, directories=["a/b"])
 
 
 def test_other_repositories_cannot_be_listed_offline(fake_repo):
-    appset = _appset("n", [{"path": "a/*"}])
-    appset.doc["spec"]["generators"][0]["git"]["repoURL"] = "https://other.example.com/x.git"
-    with pytest.raises(argocd.ArgoError, match="is not this repository"):
-        argocd.generate_applications(appset, fake_repo, directories=["a/b"])
+    made = _appset("n", [{"path": "a/*"}])
+    made.doc["spec"]["generators"][0]["git"]["repoURL"] = "https://other.example.com/x.git"
+    with pytest.raises(applications.ArgoError, match="is not this repository"):
+        appset.generate_applications(made, fake_repo, directories=["a/b"])
 
 
 def test_kustomize_missing_is_a_clear_error(monkeypatch, tmp_path: Path):

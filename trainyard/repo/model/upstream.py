@@ -3,17 +3,17 @@
 An upstream Application points at a git tag or a published Helm chart; a kustomization of this
 repository may list a file of an upstream tag by URL. Argo CD fetches those; here each is read
 from the Go module of its release (:mod:`trainyard.repo.model.releases`: the module is the tag's
-tree, checked against kube/releases/go.sum), and rendered with the tools Argo CD v3.5.1 bundles:
+tree, checked against kube/releases/go.sum), and rendered with the tools Argo CD bundles:
 
 - a git ``path`` holding a kustomization: ``kustomize build`` (remote resources in it are
   replaced by the files of their pinned releases first, see :func:`_localize`);
-- a git ``path`` holding a ``Chart.yaml``, or a published chart (``chart``): ``helm template``
-  with the flags Argo CD passes (argo-cd@v3.5.1:util/helm/cmd.go template: ``--name-template``
-  the release name, default the Application's name; ``--namespace`` the destination;
-  ``--kube-version`` the cluster's; the Application's values and parameters; ``--include-crds``
-  unless ``skipCrds``). A published chart is packaged from the tag first, with the version and
-  app version its release's own packaging step gives it (the row's ``recipe``);
-- any other git ``path``: a directory of manifests (``directory.include``/``exclude``/``recurse``).
+- a published chart (``chart``): ``helm template`` with the flags Argo CD passes
+  (argo-cd@v3.6.2:util/helm/cmd.go template: ``--name-template`` the release name, default the
+  Application's name; ``--namespace`` the destination; ``--kube-version`` the cluster's; the
+  Application's ``valuesObject``; ``--include-crds``). The chart is packaged from the tag first,
+  with the version and app version its release's own packaging step gives it (the row's ``recipe``);
+- any other git ``path`` (a chart folder, a directory of manifests) is refused: no release here
+  needs one.
 
 Every resource keeps where it came from: ``module@version:file`` (or the URL a kustomization
 listed), so a problem names the upstream file. A source no release row pins is refused with what
@@ -46,12 +46,10 @@ from trainyard.repo.model.repository import Repository, kustomization_file
 
 HELM_HINT = "run `make tools` (it builds the pinned Helm from kube/helm/go.mod into .venv/bin), or put helm v4 on PATH"
 TIMEOUT_S = 300
-# what an Application's spec.source.helm may set and this render follows (argo-cd@v3.5.1:
-# reposerver/repository/repository.go helmTemplate); anything else is refused by name
-HELM_KEYS = frozenset(
-    {"releaseName", "namespace", "values", "valuesObject", "parameters", "skipCrds", "skipTests",
-     "skipSchemaValidation", "kubeVersion", "passCredentials"}
-)  # fmt: skip
+# what an Application's spec.source.helm may set and this render follows (argo-cd@v3.6.2:
+# reposerver/repository/repository.go helmTemplate): what this repository writes; anything else is
+# refused by name
+HELM_KEYS = frozenset({"releaseName", "valuesObject"})
 GITHUB_RAW = re.compile(r"https://raw\.githubusercontent\.com/([^/]+)/([^/]+)/([^/]+)/(.+)$")
 GITHUB_ASSET = re.compile(r"https://github\.com/([^/]+)/([^/]+)/releases/download/([^/]+)/([^/?#]+)$")
 # kustomize's remote targets (sigs.k8s.io/kustomize/api/internal/git/repospec.go): a host, the
@@ -109,7 +107,6 @@ def render_source(
     app: str,
     namespace: str | None,
     kube_version: str | None,
-    directory_files: Callable[[Path, dict], list[Path]] | None = None,
     progress: Progress = lambda _: None,
 ) -> tuple[releases.Release, list[Resource]]:
     """Render the upstream ``source`` (an Application's ``spec.source``) of Application ``app``."""
@@ -125,7 +122,8 @@ def render_source(
             )
         _refuse_keys(source, where, {"repoURL", "targetRevision", "chart", "helm"})
         key = _key("chart", release.key, source.get("helm"), namespace, kube_version)
-        docs = _cached(key, lambda: _helm(release, None, source, app, namespace, kube_version, progress))
+        chart = release.chart
+        docs = _cached(key, lambda: _helm(release, chart, source, app, namespace, kube_version, progress))
         return release, _resources(key, docs, app)
     release = releases.by_git(repo_url, revision)
     if release is None:
@@ -139,21 +137,12 @@ def render_source(
     folder = (root / path).resolve()
     if not folder.is_dir() or root.resolve() not in (folder, *folder.parents):
         raise UpstreamError(f"{where}: path {path!r} is not a folder of {release.module}@{release.version}")
-    chart = (folder / "Chart.yaml").is_file()
-    # only Helm reads the cluster's Kubernetes version; a kustomize build is the same for every cluster
-    key = _key("git", release.key, path, source.get("helm"), source.get("directory"), namespace, chart and kube_version)
-    if chart:
-        _refuse_keys(source, where, {"repoURL", "targetRevision", "path", "helm"})
-        docs = _cached(key, lambda: _helm(release, folder, source, app, namespace, kube_version, progress))
-    elif kustomization_file(folder) is not None:
-        _refuse_keys(source, where, {"repoURL", "targetRevision", "path"})
-        docs = _cached(key, lambda: _kustomize(root, folder, release, progress))
-    else:
-        _refuse_keys(source, where, {"repoURL", "targetRevision", "path", "directory"})
-        if directory_files is None:
-            raise UpstreamError(f"{where}: {path} is a directory of manifests, which this caller cannot render")
-        directory = source.get("directory") if isinstance(source.get("directory"), dict) else {}
-        docs = _cached(key, lambda: _directory(root, folder, release, directory, directory_files))
+    if kustomization_file(folder) is None:
+        raise UpstreamError(f"{where}: {path} of {release.module}@{release.version} has no kustomization (a Helm "
+                            "chart folder or a directory source), which trainyard does not render offline")  # fmt: skip
+    _refuse_keys(source, where, {"repoURL", "targetRevision", "path"})
+    key = _key("git", release.key, path, namespace)  # a kustomize build is the same for every cluster
+    docs = _cached(key, lambda: _kustomize(root, folder, release, progress))
     return release, _resources(key, docs, app)
 
 
@@ -305,69 +294,35 @@ def _kube_version(version: str | None) -> list[str]:
 
 
 def _helm(
-    release: releases.Release,
-    folder: Path | None,
-    source: dict,
-    app: str,
-    namespace: str | None,
-    kube_version: str | None,
-    progress: Progress,
-) -> list[tuple[dict, str]]:
+    release: releases.Release, chart: releases.Chart, source: dict, app: str, namespace: str | None,
+    kube_version: str | None, progress: Progress,
+) -> list[tuple[dict, str]]:  # fmt: skip
+    """``helm template`` of the release's published chart, packaged from the tag as the release packages it."""
     helm = source.get("helm") if isinstance(source.get("helm"), dict) else {}
-    where = f"Application {app}: spec.source.helm"
     unknown = sorted(k for k in helm if k not in HELM_KEYS)
     if unknown:
-        raise UpstreamError(
-            f"{where}.{unknown[0]} is not rendered offline by trainyard (it follows {', '.join(sorted(HELM_KEYS))})"
-        )
+        raise UpstreamError(f"Application {app}: spec.source.helm.{unknown[0]} is not rendered offline by trainyard "
+                            f"(it follows {', '.join(sorted(HELM_KEYS))})")  # fmt: skip
     root = _root(release, progress)
-    chart_path = folder if folder is not None else root / release.chart.path  # type: ignore[union-attr]
+    chart_path = root / chart.path
     shown = f"{release.module}@{release.version}:{chart_path.relative_to(root).as_posix()}"
     command = helm_command()
     with tempfile.TemporaryDirectory(prefix="trainyard-helm-") as tmp:
-        target = str(chart_path)
-        if folder is None and release.chart is not None:
-            # the published chart: the tag's folder packaged as the release packages it
-            staged = Path(tmp) / "chart" / chart_path.name
-            _copy_writable(chart_path, staged)
-            if release.chart.values:
-                _set_values(staged / "values.yaml", release.chart.values)
-            _run([command, "package", str(staged), "--version", release.chart.version,
-                  "--app-version", release.chart.app_version, "--destination", tmp], shown)  # fmt: skip
-            (target,) = [str(p) for p in Path(tmp).glob("*.tgz")]
-        name = str(helm.get("releaseName") or app)
-        args = [command, "template", target, "--name-template", name]
-        ns = helm.get("namespace") or namespace
-        if ns:
-            args += ["--namespace", str(ns)]
-        args += _kube_version(str(helm["kubeVersion"]) if helm.get("kubeVersion") else kube_version)
-        for p in helm.get("parameters") or []:
-            if not isinstance(p, dict) or not p.get("name"):
-                raise UpstreamError(f"{where}.parameters: each entry needs a name and a value")
-            flag = "--set-string" if p.get("forceString") else "--set"
-            # util/helm/cmd.go cleanSetParameters: commas are escaped so a value stays one value,
-            # except in a {list}
-            value = str(p.get("value", ""))
-            if not (value.startswith("{") and value.endswith("}")):
-                value = re.sub(r"(?<!\\),", r"\\,", value)
-            args += [flag, f"{p['name']}={value}"]
-        values = helm.get("valuesObject")
-        if values is None and helm.get("values"):
-            try:
-                values = yaml.safe_load(str(helm["values"]))
-            except yaml.YAMLError as exc:
-                raise UpstreamError(f"{where}.values: not YAML: {exc}") from None
-        if values:
+        staged = Path(tmp) / "chart" / chart_path.name
+        _copy_writable(chart_path, staged)
+        if chart.values:
+            _set_values(staged / "values.yaml", chart.values)
+        _run([command, "package", str(staged), "--version", chart.version, "--app-version", chart.app_version,
+              "--destination", tmp], shown)  # fmt: skip
+        (target,) = [str(p) for p in Path(tmp).glob("*.tgz")]
+        args = [command, "template", target, "--name-template", str(helm.get("releaseName") or app)]
+        args += ["--namespace", namespace] if namespace else []
+        args += _kube_version(kube_version)
+        if helm.get("valuesObject"):
             extra = Path(tmp) / "values.yaml"
-            extra.write_text(yaml.safe_dump(values), encoding="utf-8")
+            extra.write_text(yaml.safe_dump(helm["valuesObject"]), encoding="utf-8")
             args += ["--values", str(extra)]
-        if not helm.get("skipCrds"):
-            args.append("--include-crds")
-        if helm.get("skipSchemaValidation"):
-            args.append("--skip-schema-validation")
-        if helm.get("skipTests"):
-            args.append("--skip-tests")
-        out = _run(args, shown)
+        out = _run([*args, "--include-crds"], shown)
     return _helm_documents(out, shown, release, root, chart_path)
 
 
@@ -417,17 +372,6 @@ def _run(args: list[str], shown: str) -> str:
         said = " ".join(proc.stderr.split())[-1500:] or f"exit status {proc.returncode}"
         raise UpstreamError(f"{shown}: {Path(args[0]).name} {args[1]} failed: {said}")
     return proc.stdout
-
-
-def _directory(
-    root: Path, folder: Path, release: releases.Release, directory: dict, files: Callable[[Path, dict], list[Path]]
-) -> list[tuple[dict, str]]:
-    out = []
-    for f in files(folder, directory):
-        origin = f"{release.module}@{release.version}:{f.relative_to(root).as_posix()}"
-        for doc in kustomize.load_documents(f.read_text(encoding="utf-8"), origin):
-            out.append((doc, origin))
-    return out
 
 
 def _kustomize(

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from trainyard.repo.upstream.argocd import ArgoError
+from trainyard.repo.upstream.applications import ArgoError
 from trainyard.repo.upstream.syncorder import SYNC_OPTIONS as SYNC_OPTIONS_ANNOTATION
 
 ARGO = "argo-cd@v3.6.2"

@@ -1,9 +1,9 @@
-"""Argo CD's sync order, as gitops-engine computes it (argo-cd@v3.5.1, folder gitops-engine/).
+"""Argo CD's sync order, as gitops-engine computes it (argo-cd/gitops-engine@v3.6.2).
 
 What one sync of an Application applies, and when:
 
 - **Which objects.** The application controller leaves out of the sync an object that is only a
-  ``PreDelete``/``PostDelete`` hook (argo-cd@v3.5.1:controller/state.go
+  ``PreDelete``/``PostDelete`` hook (argo-cd@v3.6.2:controller/state.go
   partitionTargetObjsForSync); gitops-engine drops a hook of no known type (pkg/sync/ignore
   Ignore), runs a hook (``argocd.argoproj.io/hook``, or failing any known type there the Helm
   ``helm.sh/hook``) once per phase it names, and applies a ``Skip`` object never
@@ -24,7 +24,7 @@ What one sync of an Application applies, and when:
   render holds it, so the root app syncs its children in this same order, one step at a time,
   and waits for each step to be Healthy; for an Application only the argocd-cm health check
   ``resource.customizations.health.argoproj.io_Application`` says so (Argo CD assesses no
-  Application health since 1.8: argo-cd@v3.5.1:gitops-engine/pkg/health/health.go
+  Application health since 1.8: argo-cd/gitops-engine@v3.6.2:pkg/health/health.go
   GetHealthCheckFunc, docs/operator-manual/health.md "Argocd App"). The Applications an
   ApplicationSet generates are not resources of any Application: they start when it is applied.
 
@@ -44,19 +44,18 @@ from typing import TYPE_CHECKING
 from trainyard.repo.model import rendered
 from trainyard.repo.model.problems import Problem, error, warning
 from trainyard.repo.model.rendered import Resource, meta
+from trainyard.repo.upstream.applications import ARGO_GROUP, SYNC_WAVE
 
-if TYPE_CHECKING:  # argocd imports this module
-    from trainyard.repo.upstream.argocd import AppRender, ClusterRender
+if TYPE_CHECKING:
+    from trainyard.repo.upstream.applications import AppRender, ClusterRender
 
-# argo-cd@v3.5.1:gitops-engine/pkg/sync/common/types.go
+# argo-cd/gitops-engine@v3.6.2:pkg/sync/common/types.go
 SYNC_OPTIONS = "argocd.argoproj.io/sync-options"
-SYNC_WAVE = "argocd.argoproj.io/sync-wave"
 HOOK = "argocd.argoproj.io/hook"
 HOOK_DELETE_POLICY = "argocd.argoproj.io/hook-delete-policy"
 HELM_HOOK = "helm.sh/hook"  # pkg/sync/hook/helm/type.go
 HELM_HOOK_WEIGHT = "helm.sh/hook-weight"  # pkg/sync/hook/helm/weight.go
 HELM_DELETE_POLICY = "helm.sh/hook-delete-policy"  # pkg/sync/hook/helm/delete_policy.go
-ARGO_GROUP = "argoproj.io"
 APP_HEALTH_KEY = "resource.customizations.health.argoproj.io_Application"
 
 # common/types.go NewHookType: the hook types gitops-engine knows
@@ -70,7 +69,7 @@ HELM_HOOK_TYPES = {"pre-install": "PreSync", "pre-upgrade": "PreSync", "post-upg
 DELETE_POLICIES = ("HookSucceeded", "HookFailed", "BeforeHookCreation")
 HELM_DELETE_POLICIES = {"before-hook-creation": "BeforeHookCreation", "hook-succeeded": "HookSucceeded",
                         "hook-failed": "HookFailed"}  # fmt: skip
-# argo-cd@v3.5.1:controller/hook.go hookTypeAnnotations: deletion hooks, not sync phases
+# argo-cd@v3.6.2:controller/hook.go hookTypeAnnotations: deletion hooks, not sync phases
 DELETE_HOOKS = {"PreDelete": {HOOK: "PreDelete", HELM_HOOK: "pre-delete"},
                 "PostDelete": {HOOK: "PostDelete", HELM_HOOK: "post-delete"}}  # fmt: skip
 
@@ -477,7 +476,7 @@ def object_problems(r: Resource, *, synced_here: bool) -> list[Problem]:
         out.append(
             error(
                 where,
-                f"{'/'.join(deletion)} hook: Argo CD runs it when the Application is deleted (argo-cd@v3.5.1 "
+                f"{'/'.join(deletion)} hook: Argo CD runs it when the Application is deleted (argo-cd@v3.6.2 "
                 "controller/hook.go), which trainyard does not emulate",
                 obj,
             )
@@ -601,7 +600,7 @@ def problems(render: ClusterRender) -> list[Problem]:
                 later.where(),
                 f"the root Application has Applications in sync waves {', '.join(str(s.wave) for s in gated)}, but "
                 f"no argocd-cm of this cluster sets {APP_HEALTH_KEY}: Argo CD assesses no Application health since "
-                "1.8 (argo-cd@v3.5.1 gitops-engine/pkg/health/health.go GetHealthCheckFunc), so it would not wait "
+                "1.8 (argo-cd/gitops-engine@v3.6.2:pkg/health/health.go GetHealthCheckFunc), so it would not wait "
                 "for one wave's Applications to be Healthy before the next (add base/argocd)",
                 later.describe(),
             )

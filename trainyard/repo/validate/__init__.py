@@ -1,6 +1,6 @@
 """``trainyard validate``: everything a pull request must get right, checked offline.
 
-Per cluster, on what the emulated Argo CD renders (:mod:`trainyard.repo.upstream.argocd`):
+Per cluster, on what the emulated Argo CD renders (:mod:`trainyard.repo.upstream.app_render`):
 
 - every folder renders with kustomize; built-in kinds pass kubernetes-validate (strict, 1.30);
   cluster-scoped objects carry no namespace; namespaced objects land in a namespace that exists
@@ -50,7 +50,7 @@ from trainyard.repo.model import declared, rendered_facts
 from trainyard.repo.model.problems import Problem, error, warning
 from trainyard.repo.model.rendered import Resource
 from trainyard.repo.model.repository import POLICIES, Repository
-from trainyard.repo.upstream import argocd
+from trainyard.repo.upstream import app_render, applications
 from webhook.policy import PolicySet, load_policies
 
 __all__ = ["ClusterCheck", "Report", "ValidationFailed", "summary", "validate", "write_previews"]
@@ -63,7 +63,7 @@ class ValidationFailed(CheckFailed):
 @dataclass
 class Report:
     problems: list[Problem] = field(default_factory=list)
-    renders: dict[str, argocd.ClusterRender] = field(default_factory=dict)
+    renders: dict[str, applications.ClusterRender] = field(default_factory=dict)
     previews: dict[str, list[preview.JobPreview]] = field(default_factory=dict)
 
     def errors(self) -> list[Problem]:
@@ -79,7 +79,7 @@ class ClusterCheck:
     where it reports (problems, the job previews it made)."""
 
     repo: Repository
-    render: argocd.ClusterRender
+    render: applications.ClusterRender
     policies: PolicySet
     only_jobs: set[str] | None = None  # job folders whose pods to preview; None: every job
     problems: list[Problem] = field(default_factory=list)
@@ -123,7 +123,7 @@ def validate(
     for cluster in clusters or repo.clusters():
         if only_jobs is not None and cluster not in only_jobs:
             continue
-        render = argocd.render_cluster(repo, cluster)
+        render = app_render.render_cluster(repo, cluster)
         report.renders[cluster] = render
         ctx = ClusterCheck(repo, render, policies, only_jobs[cluster] if only_jobs is not None else None)
         for r in ctx.resources:

@@ -11,7 +11,9 @@ from trainyard.repo.model import declared, schema
 from trainyard.repo.model.giturl import UrlNotEmulated, normalize_git_url
 from trainyard.repo.model.problems import Problem, warning
 from trainyard.repo.model.rendered import CLUSTER_SCOPED, Resource, as_dict
-from trainyard.repo.upstream import argo_fields, argocd
+from trainyard.repo.upstream import argo_fields
+from trainyard.repo.upstream.applications import AppRender
+from trainyard.repo.upstream.go_path import PatternNotRead, path_match
 from trainyard.repo.validate import ClusterCheck, job_names
 
 ARGO_GROUP = "argoproj.io"
@@ -23,7 +25,7 @@ _PINNED = re.compile(r"^(v?\d+(\.\d+){1,2}([-+.][0-9A-Za-z.-]+)?|[0-9a-f]{40})$"
 
 def check_applications(ctx: ClusterCheck) -> None:
     projects = {r.name: r for r in ctx.resources if r.group == ARGO_GROUP and r.kind == "AppProject"}
-    names: dict[str, argocd.AppRender] = {}
+    names: dict[str, AppRender] = {}
     for ar in ctx.render.apps:
         app = ar.app
         where, obj = app.where(), app.resource.describe()
@@ -57,7 +59,7 @@ def check_applications(ctx: ClusterCheck) -> None:
     job_names.check_job_folder_names(ctx)
 
 
-def check_project(ctx: ClusterCheck, ar: argocd.AppRender, project: Resource) -> None:
+def check_project(ctx: ClusterCheck, ar: AppRender, project: Resource) -> None:
     """What the application controller checks against the Application's AppProject before it syncs
     (argo-cd@v3.5.1:util/argo/argo.go ValidatePermissions, controller/sync.go validateSyncPermissions):
     every source's repoURL (IsSourcePermitted), the destination cluster and namespace
@@ -209,6 +211,7 @@ def is_source_permitted(source_repos: list[str], repo_url: str) -> bool:
     matched_any = False
     for entry in source_repos:
         deny = entry.startswith("!")
+        _literal_match("" if entry in ("*", "!*") else entry.removeprefix("!"), "")  # a glob: refused by name
         normalized = "!" + normalize_git_url(entry[1:]) if deny else normalize_git_url(entry)
         matched = glob_match(normalized, normalized_source, True)
         if matched:
@@ -314,15 +317,19 @@ def project_permits(spec: dict, r: Resource) -> bool:
 
 
 def _gk_match(rule: object, r: Resource, *, named: bool = False) -> bool:
-    """A whitelist or blacklist item: group and kind globs (filepath.Match), and for cluster-scoped
-    items a name glob (absent: any name)."""
+    """A whitelist or blacklist item: group and kind patterns (filepath.Match: literal text and '*'
+    are read, anything else raises GlobNotRead), and for cluster-scoped items a name pattern (absent:
+    any name) (argo-cd@v3.6.2:pkg/apis/application/v1alpha1/types.go isResourceInList,
+    isNamedResourceInList)."""
     if not isinstance(rule, dict):
         return False
-    g, k = str(rule.get("group", "")), str(rule.get("kind", ""))
-    if not (argocd.go_path_match(g, r.group) and argocd.go_path_match(k, r.kind)):
-        return False
-    name = rule.get("name")
-    return not named or not name or argocd.go_path_match(str(name), r.name)
+    g, k, name = str(rule.get("group", "")), str(rule.get("kind", "")), rule.get("name")
+    try:
+        if not (path_match(k, r.kind) and path_match(g, r.group)):
+            return False
+        return not named or not name or path_match(str(name), r.name)
+    except PatternNotRead as exc:
+        raise GlobNotRead(f"resource list pattern: {exc}; {argo_fields.CLUSTER_TIER}") from None
 
 
 StaleCandidate = tuple[tuple[str, ...], Problem | None]
@@ -394,7 +401,7 @@ def stale_rules(candidates: Iterable[StaleCandidate]) -> list[Problem]:
     return [p for problems in by_key.values() if None not in problems for p in problems if p is not None]
 
 
-def _rule_used(rule: argo_fields.Rule, ar: argocd.AppRender) -> bool:
+def _rule_used(rule: argo_fields.Rule, ar: AppRender) -> bool:
     """Whether ``rule`` matches an object ``ar`` renders (True where nothing was rendered, or where
     the rule's group or kind is a glob: the render's or the rule's own problem is reported)."""
     if not ar.resources or argo_fields.rule_problems(rule):

@@ -17,7 +17,7 @@ from __future__ import annotations
 from trainyard.repo.generate import pod_security
 from trainyard.repo.model.rendered import Resource
 from trainyard.repo.upstream import bindings, matching, vap
-from trainyard.repo.upstream.argocd import AppRender
+from trainyard.repo.upstream.applications import AppRender
 from trainyard.repo.validate import ClusterCheck
 
 SERVICES_POLICY = "trainyard-job-services"

@@ -12,7 +12,7 @@ from trainyard.contract.metrics import DEFAULT_METRICS_PORT
 from trainyard.repo.generate import metrics_policy
 from trainyard.repo.model import repository
 from trainyard.repo.model.rendered_facts import TRAINING_NAMESPACE
-from trainyard.repo.upstream.argocd import render_cluster
+from trainyard.repo.upstream.app_render import render_cluster
 
 
 def _port_matches(item: dict, protocol: str, port: int) -> bool:

@@ -17,7 +17,7 @@ import yaml
 
 from trainyard.contract.errors import UserError
 from trainyard.repo.model import declared, gomodules, releases, repository, upstream
-from trainyard.repo.upstream import argocd
+from trainyard.repo.upstream import app_render, applications
 
 REPO_ROOT = Path(__file__).resolve().parents[4]
 RELEASES_MODULE = REPO_ROOT / "kube" / "releases"
@@ -32,8 +32,8 @@ def go() -> str:
 
 
 @pytest.fixture(scope="module")
-def renders(go) -> dict[str, argocd.ClusterRender]:
-    return argocd.render_all(repository.load(REPO_ROOT))
+def renders(go) -> dict[str, applications.ClusterRender]:
+    return app_render.render_all(repository.load(REPO_ROOT))
 
 
 def _applications() -> dict[str, dict]:

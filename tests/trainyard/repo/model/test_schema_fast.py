@@ -11,7 +11,7 @@ import pytest
 
 from trainyard.repo.jobs import preview
 from trainyard.repo.model import schema
-from trainyard.repo.upstream import argocd
+from trainyard.repo.upstream import app_render
 
 
 def verdicts(doc: dict, kind: str | None = None) -> tuple[bool, bool]:
@@ -25,7 +25,7 @@ def verdicts(doc: dict, kind: str | None = None) -> tuple[bool, bool]:
 
 @pytest.fixture(scope="module")
 def rendered(repo) -> list[dict]:
-    docs = [r.doc for r in argocd.render_cluster(repo, "dev").resources()]
+    docs = [r.doc for r in app_render.render_cluster(repo, "dev").resources()]
     return [d for d in docs if schema.has_schema(str(d.get("kind")), str(d.get("apiVersion")))]
 
 

@@ -11,7 +11,6 @@ import yaml
 from tests.trainyard.repo.conftest import edit
 from trainyard.contract.errors import UserError
 from trainyard.repo.model import gomodules, releases, repository, upstream
-from trainyard.repo.upstream import argocd
 
 REPO_ROOT = Path(__file__).resolve().parents[4]
 CRD = "CustomResourceDefinition"
@@ -35,7 +34,6 @@ def _render(name: str, kube_version: str = "1.33") -> list:
         app=name,
         namespace=doc["spec"]["destination"]["namespace"],
         kube_version=kube_version,
-        directory_files=argocd._directory_files,
     )
     return resources
 
@@ -159,7 +157,8 @@ def test_charts_get_the_clusters_kubernetes_version():
         ({"chart": "cert-manager-csi"}, r"chart cert-manager-csi v1\.21\.2 .* is not a pinned release"),
         ({"helm": {"valueFiles": ["x.yaml"]}}, r"spec\.source\.helm\.valueFiles is not rendered offline"),
         ({"kustomize": {"images": ["x"]}}, r"spec\.source\.kustomize on an upstream source is not rendered"),
-        ({"helm": {"parameters": [{"value": "1"}]}}, r"parameters: each entry needs a name"),
+        ({"helm": {"parameters": [{"name": "a", "value": "1"}]}}, r"spec\.source\.helm\.parameters is not rendered"),
+        ({"helm": {"values": "a: 1"}}, r"spec\.source\.helm\.values is not rendered offline"),
     ],
 )
 def test_what_is_not_pinned_or_not_followed_is_refused(change, message):

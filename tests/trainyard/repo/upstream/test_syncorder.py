@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trainyard.repo.model.rendered import Resource, sync_wave
-from trainyard.repo.upstream import argocd, syncorder
+from trainyard.repo.upstream import applications, syncorder
 from trainyard.repo.upstream.syncorder import (
     Task,
     annotation_csvs,
@@ -392,7 +392,6 @@ def test_kind_order():  # Test_syncTasks_kindOrder
     assert syncorder.KIND_RANK["Namespace"] == -35
     assert syncorder.KIND_RANK["APIService"] == -1
     assert syncorder.KIND_RANK.get("MyCRD", 0) == 0
-    assert argocd.KIND_ORDER is syncorder.KIND_ORDER
 
 
 def _task(kind: str = "", name: str = "", phase: str = "Sync", wave: int = 0, **kw) -> Task:
@@ -544,16 +543,18 @@ ARGOCD_CM = Resource(
 )
 
 
-def cluster(root: list[Resource], renders: dict[str, list[Resource]], *, upstream=(), cm=True) -> argocd.ClusterRender:
+def cluster(
+    root: list[Resource], renders: dict[str, list[Resource]], *, upstream=(), cm=True
+) -> applications.ClusterRender:
     apps = []
     for r in root:
         if r.kind == "Application":
-            ar = argocd.AppRender(app=argocd.Application(r), resources=list(renders.get(r.name, [])))
+            ar = applications.AppRender(app=applications.Application(r), resources=list(renders.get(r.name, [])))
             if r.name in upstream:
-                ar.upstream = [argocd.Upstream("https://example.com/up.git", "v1")]
+                ar.upstream = [applications.Upstream("https://example.com/up.git", "v1")]
             apps.append(ar)
     # argocd-cm with the Application health check, among the bootstrap objects
-    return argocd.ClusterRender(cluster="t", root=[*root, ARGOCD_CM] if cm else root, apps=apps)
+    return applications.ClusterRender(cluster="t", root=[*root, ARGOCD_CM] if cm else root, apps=apps)
 
 
 def test_applications_follow_the_root_apps_order():
@@ -595,11 +596,11 @@ def test_nested_and_generated_applications_follow_their_parent():
     )
     root = [app("parent", "2"), app("early", "1"), appset]
     render = cluster(root, {"parent": [child]})
-    child_render = argocd.AppRender(app=argocd.Application(child))
+    child_render = applications.AppRender(app=applications.Application(child))
     generated = []
     for name, own_wave in (("job-b", "-9"), ("job-a", "-9")):
         g = app(name, own_wave)
-        generated.append(argocd.AppRender(app=argocd.Application(g, generated_by="jobs")))
+        generated.append(applications.AppRender(app=applications.Application(g, generated_by="jobs")))
     render.apps += [child_render, *generated]
     syncorder.order_cluster(render)
     # a generated Application's own wave orders nothing: it starts when its ApplicationSet is applied
@@ -617,7 +618,7 @@ def test_without_the_application_health_check_the_waves_do_not_wait():
     assert one_wave.errors() == []
 
 
-def messages(render: argocd.ClusterRender) -> list[str]:
+def messages(render: applications.ClusterRender) -> list[str]:
     syncorder.order_cluster(render)
     return [f"{p.severity}: {p.obj}: {p.message}" for p in render.problems]
 
