@@ -5,7 +5,7 @@ NormalizeGitURL lower-cases the URL and trims white space; an SSH URL written ``
 (sshURLRegex ``^(ssh://)?([^/:]*?)@[^@]+$``) gets its first ``:`` replaced by ``/`` and ``ssh://`` put
 in front; one trailing ``.git`` is dropped; the result is parsed and printed by Go's net/url and
 ``ssh://`` is dropped again. A trailing ``/`` stays: ``…/repo/`` and ``…/repo`` are different
-repositories to Argo CD. For ``[scheme://][user@]host[:port][/path]`` written with lower-case
+repositories to Argo CD. For ``[scheme://][user@]host[:port][/path]`` (``scheme:///path`` too) written with lower-case
 letters, digits and ``. _ ~ - /`` (what this repository's URLs are) net/url prints the URL as it
 reads it, so that is the normal form. Any other URL (escapes, queries, fragments, passwords, other
 characters, anything outside ASCII) is refused with :class:`UrlNotEmulated`, never compared
@@ -17,7 +17,9 @@ from __future__ import annotations
 import re
 
 _SSH_URL = re.compile(r"(ssh://)?([^/:]*?)@[^@]+\Z", re.DOTALL)
-_SIMPLE = re.compile(r"(?:[a-z][a-z0-9+.-]*://)?(?:[a-z0-9._-]+@)?[a-z0-9._~-]+(?::[0-9]+)?(?:/[a-z0-9._~/-]*)?")
+# a host may be empty only after a scheme (file:///path)
+_SIMPLE = re.compile(r"(?:[a-z][a-z0-9+.-]*://(?:[a-z0-9._-]+@)?[a-z0-9._~-]*|(?:[a-z0-9._-]+@)?[a-z0-9._~-]+)"
+                     r"(?::[0-9]+)?(?:/[a-z0-9._~/-]*)?")  # fmt: skip
 MAX_URL = 2048
 
 

@@ -266,6 +266,8 @@ def test_glob_match(pattern, value, negation, want):
         ("", ""),
         ("registry.k8s.io/kueue/charts", "registry.k8s.io/kueue/charts"),
         ("https://charts.jetstack.io", "https://charts.jetstack.io"),
+        ("file:///tmp/x/Repository.git", "file:///tmp/x/repository"),  # the cluster tier's repository
+        ("//host/x", None),
         ("ssh://git@GITHUB.com:argoproj/test", None),  # net/url: "argoproj" is no port
         ("https://github.com/org/{a,b}", None),
         ("https://github.com/org/*", None),
