@@ -41,9 +41,9 @@ $(VENV)/.installed-%: pyproject.toml
 
 setup: $(call STAMP,$(EXTRAS))
 
-# kustomize and Helm at the versions Argo CD v3.5.1 bundles, built from kube/go.mod and
-# kube/helm/go.mod (Go >= 1.26 needed) and linked into .venv/bin: the repository never depends on
-# whichever kustomize or helm a machine has.
+# kustomize and Helm at the versions Argo CD v3.6.2 bundles, built from kube/kustomize/go.mod and
+# kube/helm/go.mod (Go >= 1.26 needed; kustomize's Go 1.27 toolchain fetched from the module proxy)
+# and linked into .venv/bin: the repository never depends on whichever kustomize or helm a machine has.
 tools: $(call STAMP,$(EXTRAS))
 	@$(BIN)/trainyard cluster build --into $(BIN) kustomize helm
 

@@ -15,9 +15,6 @@ require (
 	k8s.io/component-base v0.36.3
 	k8s.io/kubectl v0.0.0
 	k8s.io/kubernetes v1.36.3
-	// Argo CD v3.5.1 bundles kustomize 5.8.1 (argo-cd@v3.5.1:hack/tool-versions.sh,
-	// kustomize5_version), the version kubectl v1.36.3 embeds too (k8s.io/kubectl@v0.36.3:go.mod).
-	sigs.k8s.io/kustomize/kustomize/v5 v5.8.1
 )
 
 require (
@@ -112,7 +109,6 @@ require (
 	github.com/prometheus/procfs v0.19.2 // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect
 	github.com/russross/blackfriday/v2 v2.1.0 // indirect
-	github.com/sergi/go-diff v1.4.0 // indirect
 	github.com/sirupsen/logrus v1.9.3 // indirect
 	github.com/soheilhy/cmux v0.1.5 // indirect
 	github.com/spf13/cobra v1.10.2 // indirect
@@ -192,7 +188,7 @@ require (
 	sigs.k8s.io/apiserver-network-proxy/konnectivity-client v0.34.0 // indirect
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/kustomize/api v0.21.1 // indirect
-	sigs.k8s.io/kustomize/cmd/config v0.21.1 // indirect
+	sigs.k8s.io/kustomize/kustomize/v5 v5.8.1 // indirect
 	sigs.k8s.io/kustomize/kyaml v0.21.1 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.3 // indirect

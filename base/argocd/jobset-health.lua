@@ -1,5 +1,5 @@
 -- Health of a JobSet (jobset.x-k8s.io/v1alpha2, release v0.12.0), the object Kubeflow Trainer
--- creates for each TrainJob. Argo CD ships none (argo-cd@v3.5.1 resource_customizations).
+-- creates for each TrainJob. Argo CD ships none (argo-cd@v3.6.2 resource_customizations).
 -- Conditions (kubernetes-sigs/jobset@v0.12.0:api/jobset/v1alpha2/jobset_types.go): Completed
 -- (reason AllJobsCompleted), Failed (FailedJobs, ReachedMaxRestarts, ...), Suspended
 -- (SuspendedJobs), plus RestartingJobSet and the startup-policy ones; status.restarts and

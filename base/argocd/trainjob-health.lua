@@ -1,5 +1,5 @@
 -- Health of a Kubeflow Trainer v2 TrainJob (trainer.kubeflow.org/v1alpha1, release v2.3.0).
--- Argo CD ships none (argoproj/argo-cd@v3.5.1:resource_customizations has no trainer.kubeflow.org).
+-- Argo CD ships none (argoproj/argo-cd@v3.6.2:resource_customizations has no trainer.kubeflow.org).
 -- status.conditions has three types only (kubeflow/trainer@v2.3.0:pkg/apis/trainer/v1alpha1/
 -- trainjob_types.go): Complete and Failed, copied from the JobSet with its reason and message
 -- (pkg/runtime/framework/plugins/jobset/jobset.go, Status), and Suspended (reason Suspended,

@@ -1,5 +1,5 @@
 -- Health of a Kueue Workload (kueue.x-k8s.io/v1beta2, release v0.19.2): the unit Kueue queues and
--- admits for each TrainJob. Argo CD ships none (argo-cd@v3.5.1 resource_customizations).
+-- admits for each TrainJob. Argo CD ships none (argo-cd@v3.6.2 resource_customizations).
 -- Conditions (kubernetes-sigs/kueue@v0.19.2:apis/kueue/v1beta2/workload_types.go): QuotaReserved,
 -- Admitted, Finished (reason Succeeded or Failed), Evicted, Preempted, Requeued, PodsReady;
 -- spec.active false deactivates the workload.

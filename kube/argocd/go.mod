@@ -2,13 +2,13 @@
 // the repo-server and the ApplicationSet controller, one multi-call binary
 // (argo-cd/v3/cmd/main.go picks the component by its name).
 //
-// v3.6.2, the release production is moving to (trainyard/repo/model/releases.py "argocd" still
-// names v3.5.1, which cannot be built from the module proxy). It publishes gitops-engine as
-// the module github.com/argoproj/argo-cd/gitops-engine/v3 at its own version, so it builds from the
-// module proxy (v3.5.x required an unpublished gitops-engine pseudo-version through a replace a
-// consumer does not inherit). It needs Go 1.27 (GOTOOLCHAIN=go1.27.3, which
-// trainyard/cluster/components.py sets for this module alone) and the Kubernetes v0.37 modules:
-// the replace block below is argo-cd@v3.6.2:go.mod's, which a consumer must repeat.
+// v3.6.2, the release production runs (trainyard/repo/model/releases.py "argocd"). It publishes
+// gitops-engine as the module github.com/argoproj/argo-cd/gitops-engine/v3 at its own version, so
+// it builds from the module proxy (v3.5.x required an unpublished gitops-engine pseudo-version
+// through a replace a consumer does not inherit). It needs Go 1.27 (GOTOOLCHAIN=go1.27.3,
+// trainyard/repo/model/gomodules.py NEWER_GO, which trainyard/cluster/components.py sets for the
+// modules that need it) and the Kubernetes v0.37 modules: the replace block below is
+// argo-cd@v3.6.2:go.mod's, which a consumer must repeat.
 module trainyard.dev/kube/argocd
 
 go 1.27.0

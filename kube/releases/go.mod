@@ -7,14 +7,17 @@
 // Do not run `go mod tidy` here: nothing imports these modules, so tidy would drop them all.
 module trainyard.dev/kube/releases
 
-// Argo CD v3.5.1's go.mod asks for go 1.26.3; the go command raises this line to match.
+// Argo CD v3.6.2's go.mod asks for go 1.27.0. This line stays at 1.26.3 so that a Go 1.26 reads
+// every other release: nothing here is compiled, and trainyard/repo/model/gomodules.py fetches the
+// Argo CD module alone with go1.27.3 (NEWER_GO), which the go command fetches from the module proxy.
 go 1.26.3
 
 require (
-	// Argo CD itself (Application, ApplicationSet, AppProject): v3.5.1, the release the
-	// repository targets (kube/go.mod: the kustomize it bundles); CRDs at
-	// argo-cd@v3.5.1:manifests/crds
-	github.com/argoproj/argo-cd/v3 v3.5.1
+	// Argo CD itself (Application, ApplicationSet, AppProject): v3.6.2, the release the
+	// repository targets (kube/kustomize/go.mod, kube/helm/go.mod: the kustomize and Helm it
+	// bundles; kube/argocd/go.mod: the same release, run in the cluster tier); CRDs at
+	// argo-cd@v3.6.2:manifests/crds
+	github.com/argoproj/argo-cd/v3 v3.6.2
 	// base/cert-manager/application.yaml: chart cert-manager targetRevision v1.21.2, packaged from
 	// cert-manager@v1.21.2:deploy/charts/cert-manager
 	github.com/cert-manager/cert-manager v1.21.2

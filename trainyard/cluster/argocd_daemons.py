@@ -2,7 +2,7 @@
 ApplicationSet controller (built from kube/argocd/go.mod), Redis from Debian's package, and the
 repository served to them from a git repository on disk.
 
-They run as Argo CD's own development setup runs them outside a cluster (argo-cd@v3.6.1:Procfile):
+They run as Argo CD's own development setup runs them outside a cluster (argo-cd@v3.6.2:Procfile):
 ``ARGOCD_FAKE_IN_CLUSTER=true`` with ``KUBECONFIG`` makes ``https://kubernetes.default.svc`` the
 local API server; the repo-server listens in plain text on loopback (and Redis, with its
 protected mode on); GnuPG is off. The repo-server
@@ -37,7 +37,7 @@ from trainyard.repo.model.repository import REPO_ENV
 Progress = Callable[[str], None]
 NAMESPACE = "argocd"
 ARGO_MODULE = "github.com/argoproj/argo-cd/v3"
-# the scripts the repo-server runs around git (argo-cd@v3.6.1:hack/, installed by its Dockerfile)
+# the scripts the repo-server runs around git (argo-cd@v3.6.2:hack/, installed by its Dockerfile)
 GIT_SCRIPTS = ("git-verify-wrapper.sh", "git-ask-pass.sh")
 NO_PERSISTENCE = ("--save", "", "--appendonly", "no")  # Redis is a cache here
 
@@ -149,7 +149,7 @@ def start(started: Started, tools: Path, *, progress: Progress = print) -> Runni
         "argocd-repo-server",
         [
             str(folder / "argocd-repo-server"),
-            # both listeners default to 0.0.0.0 (argo-cd@v3.6.1:common/common.go DefaultAddressRepoServer,
+            # both listeners default to 0.0.0.0 (argo-cd@v3.6.2:common/common.go DefaultAddressRepoServer,
             # DefaultAddressRepoServerMetrics; flags in cmd/argocd-repo-server/commands/argocd_repo_server.go)
             "--address",
             "127.0.0.1",
@@ -182,7 +182,7 @@ def start(started: Started, tools: Path, *, progress: Progress = print) -> Runni
             "--redis",
             redis_addr,
             # its metrics listener is bound to 0.0.0.0 in the code, with no flag to move it
-            # (argo-cd@v3.6.1:controller/appcontroller.go NewApplicationController, metricsAddr): the
+            # (argo-cd@v3.6.2:controller/appcontroller.go NewApplicationController, metricsAddr): the
             # one listener of a local cluster that is not on loopback (docs/cluster.md)
             "--metrics-port",
             str(ports["controller"]),

@@ -2,8 +2,8 @@
 
 Nothing is downloaded but Go modules (verified by each module's go.sum): ``kube`` is one binary
 holding etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubectl
-(``kube/cmd/kube``); ``kustomize`` and ``helm`` (``kube/helm``) are built on their own, since
-``make validate`` needs them and nothing else; ``controllers`` are the upstream mains of Kueue,
+(``kube/cmd/kube``); ``kustomize`` (``kube/kustomize``) and ``helm`` (``kube/helm``) are built on
+their own, since ``make validate`` needs them and nothing else; ``controllers`` are the upstream mains of Kueue,
 JobSet, Kubeflow Trainer and the v1 training operator, built from ``kube/controllers`` (one build, four binaries).
 
 A build is cached under ``$TRAINYARD_CACHE`` (default ``~/.cache/trainyard``) in a folder named
@@ -54,8 +54,15 @@ TARGETS: dict[str, Target] = {
         ("kube", "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"),
         5,
     ),
-    "kustomize": Target(KUBE_MODULE, ("sigs.k8s.io/kustomize/kustomize/v5",), ("kustomize",), 1),
-    # the Helm Argo CD v3.5.1 bundles (kube/helm/go.mod), for the upstream charts `validate` renders
+    # the kustomize and Helm Argo CD v3.6.2 bundles (kube/kustomize/go.mod, kube/helm/go.mod), for
+    # every folder and the upstream charts `render` and `validate` build; kustomize v5.8.3 asks for Go 1.27
+    "kustomize": Target(
+        KUBE_MODULE / "kustomize",
+        ("sigs.k8s.io/kustomize/kustomize/v5",),
+        ("kustomize",),
+        1,
+        toolchain=gomodules.NEWER_GO,
+    ),
     "helm": Target(KUBE_MODULE / "helm", ("helm.sh/helm/v4/cmd/helm",), ("helm",), 2),
     # kube/controllers/go.mod pins each (and says why Kueue is built against Trainer v2.3.0)
     "controllers": Target(
@@ -69,16 +76,16 @@ TARGETS: dict[str, Target] = {
         ("kueue", "jobset", "trainer-controller-manager", "training-operator.v1"),
         4,
     ),
-    # Argo CD v3.6.1 (kube/argocd/go.mod says why not v3.5.1): one binary, picked by its name
-    # (argo-cd@v3.6.1:cmd/main.go); its go.mod asks for Go 1.27, which the go command fetches from
-    # the module proxy as it fetches modules
+    # Argo CD v3.6.2, the release production runs (kube/argocd/go.mod): one binary, picked by its
+    # name (argo-cd@v3.6.2:cmd/main.go); its go.mod asks for Go 1.27, which the go command fetches
+    # from the module proxy as it fetches modules
     "argocd": Target(
         KUBE_MODULE / "argocd",
         ("github.com/argoproj/argo-cd/v3/cmd",),
         ("argocd", "argocd-application-controller", "argocd-repo-server", "argocd-applicationset-controller"),
         5,
         output="argocd",
-        toolchain="go1.27.3",
+        toolchain=gomodules.NEWER_GO,
     ),
 }
 
@@ -129,12 +136,12 @@ def _required(module: Path, path: str) -> str:
 
 def _ldflags(target: str) -> str:
     if target == "helm":
-        # Helm reports the version its release build stamps (helm@v4.2.1:Makefile LDFLAGS sets
-        # internal/version.version; unstamped it says "v4.2").
+        # Helm reports the version its release build stamps (helm@v4.3.2:Makefile LDFLAGS sets
+        # internal/version.version; unstamped it says "v4.3").
         version = _required(TARGETS["helm"].module, "helm.sh/helm/v4")
         return f"-s -w -X helm.sh/helm/v4/internal/version.version={version}"
     if target == "argocd":
-        # what Argo CD's release build stamps (argo-cd@v3.6.1:Makefile LDFLAGS, common/version.go)
+        # what Argo CD's release build stamps (argo-cd@v3.6.2:Makefile LDFLAGS, common/version.go)
         version = _required(TARGETS["argocd"].module, "github.com/argoproj/argo-cd/v3").lstrip("v")
         return f"-s -w -X github.com/argoproj/argo-cd/v3/common.version={version}"
     if target != "kube":

@@ -1,12 +1,12 @@
 // Command kube is every Kubernetes component a local trainyard cluster runs, in one binary that
 // picks the component by the name it is called by (argv[0], or its first argument), the way
-// argo-cd@v3.5.1:cmd/main.go and k3s do: the Kubernetes libraries the components share are
+// argo-cd@v3.6.2:cmd/main.go and k3s do: the Kubernetes libraries the components share are
 // compiled and linked once, not once per component.
 //
 // Each case is the upstream main of that component at the version go.mod pins:
 // k8s.io/kubernetes@v1.36.3:cmd/{kube-apiserver,kube-controller-manager,kube-scheduler,kubectl},
-// go.etcd.io/etcd/server/v3@v3.6.8:main.go. kustomize is built on its own (a small build that
-// `make validate` needs long before a cluster does).
+// go.etcd.io/etcd/server/v3@v3.6.8:main.go. kustomize is built on its own, from kube/kustomize (a
+// small build that `make validate` needs long before a cluster does).
 package main
 
 import (

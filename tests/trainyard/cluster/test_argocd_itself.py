@@ -1,5 +1,5 @@
 """Argo CD itself judges the local sync: the dev cluster is synced by trainyard's emulation, then
-Argo CD's own application controller, repo-server and ApplicationSet controller (v3.6.1, built
+Argo CD's own application controller, repo-server and ApplicationSet controller (v3.6.2, built
 from kube/argocd/go.mod) read the same repository from a git repository on disk and compare.
 
 For every Application whose source is this repository, Argo CD must find exactly the objects the

@@ -5,7 +5,7 @@ webhook, Kueue, JobSet, Trainer and the training operator), with Argo CD and Red
 then every listening socket of every process they started (their whole sessions, children
 included) is read from /proc/net/{tcp,tcp6,udp,udp6} and mapped to its process through
 /proc/PID/fd. Two listeners cannot be moved, because upstream binds them to every address in the
-code: Argo CD's application controller's metrics (argo-cd@v3.6.1:controller/appcontroller.go,
+code: Argo CD's application controller's metrics (argo-cd@v3.6.2:controller/appcontroller.go,
 ``0.0.0.0:<metrics-port>``) and the training operator's webhook server (training-operator@v1.9.4:
 cmd/training-operator.v1/main.go gives controller-runtime's webhook server a port and no host).
 They are named here exactly, so that any other one fails the test, and so does either of them

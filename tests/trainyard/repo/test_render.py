@@ -221,11 +221,16 @@ def test_kustomize_missing_is_a_clear_error(monkeypatch, tmp_path: Path):
 
 
 def test_the_pinned_kustomize_is_the_one_argo_cd_bundles():
-    """make links the kustomize built from kube/go.mod beside the venv's python; the render uses it,
-    and it is the version the Go module pins (Argo CD v3.5.1's)."""
-    from trainyard.repo.model import build_cache, kustomize
+    """make links the kustomize built from kube/kustomize/go.mod beside the venv's python; the render
+    uses it, and it is the version the Go module pins (Argo CD v3.6.2's, argo-cd@v3.6.2:
+    hack/tool-versions.sh KUSTOMIZE_VERSION), as the release table says."""
+    from trainyard.repo.model import build_cache, kustomize, releases
 
-    pinned = re.search(r"sigs.k8s.io/kustomize/kustomize/v5 (v[\d.]+)", (REPO_ROOT / "kube/go.mod").read_text())[1]
+    go_mod = (REPO_ROOT / "kube/kustomize/go.mod").read_text()
+    pinned = re.search(r"^require sigs.k8s.io/kustomize/kustomize/v5 (v[\d.]+)$", go_mod, re.M)[1]
+    assert pinned == "v5.8.3" and "kustomize (5.8.3)" in releases.BY_KEY["argocd"].why
+    direct = (REPO_ROOT / "kube/go.mod").read_text().split("require (")[1].split(")")[0]
+    assert "sigs.k8s.io/kustomize/kustomize" not in direct  # kubectl's own, indirect, stays apart
     command = kustomize.command()
     assert command == (str(Path(sys.executable).parent / "kustomize"), "build")
     assert build_cache.tool_version(command).splitlines()[-1] == pinned

@@ -27,6 +27,10 @@ RELEASES_MODULE = KUBE_MODULE / "releases"
 GO_MIN = (1, 26)
 GO_FALLBACKS = ("/usr/local/go/bin/go",)  # where the official tarball puts it, often not on PATH
 GO_HINT = "install Go >= 1.26 (https://go.dev/dl/, or Debian's golang-1.26) and put its bin/ on PATH"
+# The Go release the go command fetches from the module proxy (GOTOOLCHAIN) for what needs Go 1.27:
+# Argo CD v3.6.2 and the kustomize it bundles, v5.8.3 (their go.mod files: go 1.27.0). Reading the
+# Argo CD module's files needs it too: an older Go will not extract a module whose go line is newer.
+NEWER_GO = "go1.27.3"
 
 Progress = Callable[[str], None]
 
@@ -67,6 +71,22 @@ def escape(module: str) -> str:
     return re.sub(r"[A-Z]", lambda m: "!" + m[0].lower(), module)
 
 
+_NEEDS_NEWER_GO = re.compile(r"requires go >= \S+ \(running go")
+
+
+def _download(command: str, module: str, version: str, env: dict[str, str]) -> tuple[dict, subprocess.CompletedProcess]:
+    cmd = [command, "mod", "download", "-json", f"{module}@{version}"]
+    try:
+        proc = subprocess.run(cmd, cwd=RELEASES_MODULE, env=env, capture_output=True, text=True, timeout=900)
+    except subprocess.TimeoutExpired:
+        raise UserError(f"fetching {module}@{version} took over 15 minutes; check GOPROXY") from None
+    try:
+        info = json.loads(proc.stdout or "{}")
+    except ValueError:
+        info = {}
+    return info if isinstance(info, dict) else {}, proc
+
+
 def module_dir(module: str, version: str, *, progress: Progress = print) -> Path:
     """The module's folder in the Go module cache, fetched if needed; its hash is kube/releases/go.sum's.
     UserError for a module go.sum does not pin, a missing Go, or a download that fails or does not match."""
@@ -79,19 +99,17 @@ def module_dir(module: str, version: str, *, progress: Progress = print) -> Path
             "sum.golang.org)"
         )
     command = go_binary()
-    if not (cache_dir(command) / f"{escape(module)}@{version}").is_dir():
+    cached = (cache_dir(command) / f"{escape(module)}@{version}").is_dir()
+    if not cached:
         progress(f"fetching {module}@{version} (Go module, checked against kube/releases/go.sum)")
     # GOWORK=off: a go.work above this folder must not choose the main module
-    env = dict(os.environ, GOWORK="off")
-    cmd = [command, "mod", "download", "-json", f"{module}@{version}"]
-    try:
-        proc = subprocess.run(cmd, cwd=RELEASES_MODULE, env=env, capture_output=True, text=True, timeout=900)
-    except subprocess.TimeoutExpired:
-        raise UserError(f"fetching {module}@{version} took over 15 minutes; check GOPROXY") from None
-    try:
-        info = json.loads(proc.stdout or "{}")
-    except ValueError:
-        info = {}
+    info, proc = _download(command, module, version, dict(os.environ, GOWORK="off"))
+    if _NEEDS_NEWER_GO.search(str(info.get("Error") or "")):
+        # the module's go line is newer than this Go (Argo CD v3.6.2's: go 1.27.0): the go command
+        # runs as NEWER_GO, fetched once from the module proxy, for this module alone
+        if not cached:
+            progress(f"{module}@{version} needs a newer Go than {command}: reading it with {NEWER_GO}")
+        info, proc = _download(command, module, version, dict(os.environ, GOWORK="off", GOTOOLCHAIN=NEWER_GO))
     if proc.returncode or info.get("Error") or not info.get("Dir"):
         said = (info.get("Error") or proc.stderr or f"exit status {proc.returncode}").strip()
         raise UserError(

@@ -2,7 +2,7 @@
 raw files before kustomize runs, so that what CI renders is what Argo CD renders, and a hostile
 folder is refused quickly, naming the file and line.
 
-What Argo CD would render differently from CI is refused (argoproj/argo-cd@v3.5.1,
+What Argo CD would render differently from CI is refused (argoproj/argo-cd@v3.6.2,
 reposerver/repository/repository.go and util/app/discovery/discovery.go):
 
 - a file whose name ends in ``Chart.yaml`` (Argo CD renders such a folder with Helm:
@@ -154,7 +154,7 @@ def _walk(s: Scan) -> bool:
                 if stat.S_ISLNK(info.st_mode):
                     target = Path(os.path.realpath(path))
                     if not s.inside(target):
-                        # argo-cd@v3.5.1:reposerver/repository/repository.go checkOutOfBoundsSymlinks refuses
+                        # argo-cd@v3.6.2:reposerver/repository/repository.go checkOutOfBoundsSymlinks refuses
                         # every Application of the repository while one leads out of it
                         escapes = os.path.isabs(os.readlink(path)) or not (
                             target == s.repo.root or s.repo.root in target.parents
@@ -316,7 +316,7 @@ def _reference(s: Scan, file: Path, node: yaml.Node, *, directory_ok: bool, key_
     line = rawyaml.line(node)
     if text is None:
         return False
-    # kustomize splits "key=path" (api@v0.21.1 internal/generators/utils.go ParseFileSource); either part counts
+    # kustomize splits "key=path" (api@v0.21.3 internal/generators/utils.go ParseFileSource); either part counts
     for candidate in (text, text.split("=", 1)[1]) if key_value and "=" in text else (text,):
         if remote_refs.is_remote(candidate):
             what = remote_refs.describe(candidate)

@@ -1,7 +1,7 @@
 """The keys of a kustomization as kustomize reads them: without regard to case.
 
 kustomize decodes a kustomization by converting its YAML to JSON and decoding that into its Go types
-with encoding/json (sigs.k8s.io/kustomize/api@v0.21.1 types/kustomization.go ``Unmarshal``; the TODO
+with encoding/json (sigs.k8s.io/kustomize/api@v0.21.3 types/kustomization.go ``Unmarshal``; the TODO
 there says why it is not strict). encoding/json matches a struct field by its exact name or, failing
 that, by ``bytes.EqualFold``: Unicode simple case folding (go1.26 src/encoding/json/fold.go
 ``foldName``), so ``Resources:``, ``RESOURCES:`` and ``reſources:`` (U+017F LONG S) are all the
@@ -22,7 +22,7 @@ import yaml
 
 from trainyard.repo.model import rawyaml
 
-# Every json field name of api@v0.21.1 types/*.go and kyaml@v0.21.1 resid/*.go (Selector's inline
+# Every json field name of api@v0.21.3 types/*.go and kyaml@v0.21.3 resid/*.go (Selector's inline
 # ResId: group, version, kind, name, namespace); only the spelling matters here, not which type has it.
 FIELDS = frozenset((
     "additionalValuesFiles", "allowKindChange", "allowNameChange", "annotationSelector", "annotations",
@@ -32,7 +32,8 @@ FIELDS = frozenset((
     "disableNameSuffixHash", "encoding", "env", "envs", "extraArgs", "fieldPath", "fieldPaths", "fieldref",
     "fields", "files", "generatorOptions", "generators", "group", "helmBin", "helmChartInflationGenerator",
     "helmCharts", "helmGlobals", "helmHome", "imageTags", "images", "immutable", "includeCRDs", "includeSelectors",
-    "includeTemplates", "index", "kind", "kubeVersion", "kubernetesService", "labelSelector", "labels",
+    "includeTemplates", "includeVolumeClaimTemplates", "index", "kind", "kubeVersion", "kubernetesService",
+    "labelSelector", "labels",
     "legacySortOptions", "literals", "metadata", "name", "namePrefix", "nameSuffix", "nameTemplate", "namespace",
     "newName", "newTag", "objref", "openapi", "options", "order", "orderFirst", "orderLast", "pairs", "patch",
     "patches", "patchesJson6902", "patchesStrategicMerge", "path", "projectId", "reject", "releaseName",

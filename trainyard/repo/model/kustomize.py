@@ -1,5 +1,5 @@
-"""The real kustomize, at the version Argo CD v3.5.1 bundles: the one ``make`` builds from
-kube/go.mod into the virtual environment's bin/ (``trainyard cluster build --into``); else a
+"""The real kustomize, at the version Argo CD v3.6.2 bundles: the one ``make`` builds from
+kube/kustomize/go.mod into the virtual environment's bin/ (``trainyard cluster build --into``); else a
 ``kustomize`` on PATH, else ``kubectl kustomize``.
 
 :func:`build` renders one folder and records, for every object, the file it was defined in:
@@ -33,7 +33,7 @@ except AttributeError:  # pragma: no cover - depends on how PyYAML was built
     _Loader = yaml.SafeLoader
 
 INSTALL_HINT = (
-    "run `make tools` (it builds the pinned kustomize from kube/go.mod into .venv/bin), or install "
+    "run `make tools` (it builds the pinned kustomize from kube/kustomize/go.mod into .venv/bin), or install "
     "kustomize (https://kubectl.docs.kubernetes.io/installation/kustomize/)"
 )
 TIMEOUT_S = 120
@@ -129,7 +129,7 @@ def remote_parts(repo: Repository, folder: Path) -> Remote:
 
 class _DocumentLoader(_Loader):  # type: ignore[misc,valid-type]
     """The fast loader, with dates left as the strings go-yaml v2 (Argo CD's reader, sigs.k8s.io/yaml)
-    makes of them when decoding into interface{} (go.yaml.in/yaml/v2@v2.4.3 decode.go scalar)."""
+    makes of them when decoding into interface{} (go.yaml.in/yaml/v2@v2.4.4 decode.go scalar)."""
 
 
 _DocumentLoader.yaml_implicit_resolvers = {

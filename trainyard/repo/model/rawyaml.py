@@ -9,15 +9,15 @@ composed into nodes (which keep their line), and a document whose aliases expand
 
 A key written twice in one mapping is refused by :func:`load`, naming both lines: readers disagree on
 which one counts. kustomize reads resources and patches with go-yaml v3 (kyaml), which refuses them
-(go.yaml.in/yaml/v3@v3.0.4 decode.go ``decoder.mapping``: ``uniqueKeys``, on by default, compares the
+(go.yaml.in/yaml/v3@v3.0.5 decode.go ``decoder.mapping``: ``uniqueKeys``, on by default, compares the
 keys' kind and text), but a kustomization and a JSON patch in YAML with go-yaml v2 through
-sigs.k8s.io/yaml@v1.6.0 ``YAMLToJSON`` (api@v0.21.1 types/kustomization.go ``Unmarshal``,
+sigs.k8s.io/yaml@v1.6.0 ``YAMLToJSON`` (api@v0.21.3 types/kustomization.go ``Unmarshal``,
 internal/builtins/PatchJson6902Transformer.go), where the last one wins, as in PyYAML. Two keys count
 as one when their text is the same, whatever their quotes or tag (a superset of go-yaml v3's rule);
 a key that is not a plain value (a mapping or a list) is refused as well. Merge keys (``<<``): kyaml
-(sigs.k8s.io/kustomize/kyaml@v0.21.1 yaml/rnode.go ``deAnchor``) refuses two in one mapping ("duplicate
+(sigs.k8s.io/kustomize/kyaml@v0.21.3 yaml/rnode.go ``deAnchor``) refuses two in one mapping ("duplicate
 merge key") and, like PyYAML, lets the mapping's own keys override merged ones, but go-yaml v2
-(go.yaml.in/yaml/v2@v2.4.3 decode.go ``decoder.merge``) writes merged keys where the ``<<`` stands, over
+(go.yaml.in/yaml/v2@v2.4.4 decode.go ``decoder.merge``) writes merged keys where the ``<<`` stands, over
 the keys before it; with ``merge_overrides=False`` a key given both ways (or by two merged mappings)
 is refused too.
 """

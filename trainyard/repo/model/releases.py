@@ -269,10 +269,38 @@ RELEASES: tuple[Release, ...] = (
         key="argocd",
         name="Argo CD",
         module="github.com/argoproj/argo-cd/v3",
-        version="v3.5.1",
+        version="v3.6.2",
         git="https://github.com/argoproj/argo-cd.git",
-        why="the release whose kustomize (5.8.1) and Helm (4.2.1) render the repository here",
-        supported="installed once per cluster by the platform team, before the bootstrap",
+        why="the release the cluster tier builds and runs (kube/argocd/go.mod), whose kustomize (5.8.3) and "
+        "Helm (4.3.2) render the repository here (argo-cd@v3.6.2:hack/tool-versions.sh); v3.5.x cannot be built "
+        "from the Go module proxy (docs/cluster.md); this row reviewed 2026-12-06",
+        supported="installed once per cluster by the platform team, before the bootstrap. v3.6 is the newest of "
+        "the three minor releases Argo CD supports (argo-cd@v3.6.2:SECURITY.md, Supported Versions; GA planned for "
+        "v3.6 on 2026-11-03, for v3.7 on 2027-02-02: docs/developer-guide/release-process-and-cadence.md; the "
+        "module proxy dates v3.6.2 2026-11-18); tested "
+        "upstream with Kubernetes 1.34-1.37 (docs/operator-manual/tested-kubernetes-versions.md), the clusters "
+        "run 1.33-1.36",
+        issues=(
+            Issue(
+                "argo-cd@v3.6.2:docs/operator-manual/upgrading/3.5-3.6.md, Server-Side Apply now uses Server-Side Diff",
+                "an Application with the ServerSideApply=true sync option (here trainyard-argocd-config, the "
+                "monitoring Application and the upstream releases but the RDMA device plugin) now diffs by a "
+                "server-side apply dry run: admission (webhooks and ValidatingAdmissionPolicies) takes part in the "
+                "diff, a refused object shows as a diff error, and kube-apiserver serves a dry run per object on "
+                "each refresh",
+                "none needed: the cluster tier runs v3.6.2 against kube-apiserver v1.36.3 and finds every "
+                "Application of this repository Synced (tests/trainyard/cluster/test_argocd_itself.py); no "
+                "Application sets argocd.argoproj.io/compare-options, so none opts out",
+            ),
+            Issue(
+                "argo-cd@v3.6.2:pkg/apis/application/v1alpha1/app_project_types.go isDestinationMatched",
+                'an AppProject destination whose name or server is a deny pattern ("!x") now vetoes a cluster it '
+                "names even where the entry's other identifier matches, and a name deny applies only where the "
+                "namespace matches (v3.5.1 allowed the first and applied the second everywhere)",
+                "`trainyard validate` follows v3.6.2's rule (trainyard/repo/validate/argo.py "
+                "is_destination_permitted); base/apps/projects.yaml writes no deny pattern",
+            ),
+        ),
     ),
     Release(
         key="prometheus-operator",

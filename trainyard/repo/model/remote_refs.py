@@ -1,10 +1,10 @@
 """Which kustomization entries kustomize fetches over the network, decided by kustomize's own rule.
 
-The rule is that of sigs.k8s.io/kustomize/api@v0.21.1 (what kustomize 5.8.1, pinned in kube/go.mod,
-builds with), ported here line by line:
+The rule is that of sigs.k8s.io/kustomize/api@v0.21.3 (what kustomize 5.8.3, pinned in
+kube/kustomize/go.mod, builds with), ported here line by line:
 
 - A folder entry (``resources``, ``bases``, ``components``) goes to the loader's ``New``
-  (api@v0.21.1 internal/loader/fileloader.go ``FileLoader.New``), which tries
+  (api@v0.21.3 internal/loader/fileloader.go ``FileLoader.New``), which tries
   ``git.NewRepoSpecFromURL`` FIRST and clones the repository whenever that parses; only an entry it
   does not parse is looked for as a local folder. A local folder of the same path therefore never
   stops the clone. (``resources`` are first tried as a file, internal/target/kusttarget.go
@@ -15,7 +15,7 @@ builds with), ported here line by line:
   when ``IsRemoteFile``: ``url.Parse`` succeeds with the scheme ``http`` or ``https`` (Go lowers the
   scheme's case).
 
-:func:`repo_spec` is ``NewRepoSpecFromURL`` (api@v0.21.1 internal/git/repospec.go): ``git::`` and the
+:func:`repo_spec` is ``NewRepoSpecFromURL`` (api@v0.21.3 internal/git/repospec.go): ``git::`` and the
 schemes ``ssh://``, ``https://``, ``http://``, ``file://`` in any case, a user name (``user@``,
 which makes the scp-like ``host:path`` form acceptable), ``github.com`` hosts (in any case, Go's
 ``strings.ToLower`` also turning ``İ`` into ``i``), ``_git/``, ``//`` and ``.git`` markers, the query.
@@ -30,7 +30,7 @@ import posixpath
 import re
 from dataclasses import dataclass
 
-# api@v0.21.1 internal/git/repospec.go
+# api@v0.21.3 internal/git/repospec.go
 FILE_SCHEME, HTTP_SCHEME, HTTPS_SCHEME, SSH_SCHEME = "file://", "http://", "https://", "ssh://"
 _SCHEMES = (SSH_SCHEME, HTTPS_SCHEME, HTTP_SCHEME, FILE_SCHEME)  # extractScheme's order
 _USER = re.compile(r"^([a-zA-Z][a-zA-Z0-9-]*)@")  # extractUsername

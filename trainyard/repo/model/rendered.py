@@ -193,7 +193,7 @@ def go_annotations(doc: object) -> dict[str, str]:
 
 
 def wave_of(annotations: dict[str, str]) -> int:
-    """argo-cd@v3.5.1:gitops-engine/pkg/sync/syncwaves/waves.go Wave: argocd.argoproj.io/sync-wave
+    """gitops-engine/v3@v3.6.2:pkg/sync/syncwaves/waves.go Wave: argocd.argoproj.io/sync-wave
     when Atoi reads it, else helm.sh/hook-weight when Atoi reads that (for any object, hook or
     not: hook/helm/weight.go Weight leaves that check to a caller that does not make it), else 0."""
     for key in ("argocd.argoproj.io/sync-wave", "helm.sh/hook-weight"):

@@ -66,7 +66,7 @@ def kustomization_file(folder: Path) -> Path | None:
 
 
 def normalize_url(url: str) -> str:
-    """A git URL as Argo CD compares it (argo-cd@v3.5.1:util/git/git.go NormalizeGitURL, see
+    """A git URL as Argo CD compares it (argo-cd@v3.6.2:util/git/git.go NormalizeGitURL, see
     :mod:`trainyard.repo.model.giturl`): lower case, one trailing ``.git`` dropped, ``git@host:path`` and
     ``ssh://git@host/path`` alike; a trailing ``/`` stays. "" for a URL Argo CD cannot parse or whose
     normalisation trainyard does not emulate (non-ASCII, IPv6 literals)."""

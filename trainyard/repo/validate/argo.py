@@ -61,7 +61,7 @@ def check_applications(ctx: ClusterCheck) -> None:
 
 def check_project(ctx: ClusterCheck, ar: AppRender, project: Resource) -> None:
     """What the application controller checks against the Application's AppProject before it syncs
-    (argo-cd@v3.5.1:util/argo/argo.go ValidatePermissions, controller/sync.go validateSyncPermissions):
+    (argo-cd@v3.6.2:util/argo/argo.go ValidatePermissions, controller/sync.go validateSyncPermissions):
     every source's repoURL (IsSourcePermitted), the destination cluster and namespace
     (IsDestinationPermitted), and each rendered object: its kind (IsGroupKindNamePermitted) and, for a
     namespaced kind, its namespace as a destination. Each refusal carries Argo CD's own message."""
@@ -137,7 +137,7 @@ def _project_lists(spec: dict) -> tuple[list[str], list[dict], str]:
 
 
 def _source_condition(source: dict, multiple: bool) -> str:
-    """argo-cd@v3.5.1:util/argo/argo.go validateSourcePermissions."""
+    """argo-cd@v3.6.2:util/argo/argo.go validateSourcePermissions."""
     repo, path, chart, ref = (str(source.get(k) or "") for k in ("repoURL", "path", "chart", "ref"))
     if multiple:
         if not repo or (not path and not chart and not ref):
@@ -154,7 +154,7 @@ IN_CLUSTER_NAME = "in-cluster"  # KubernetesInClusterName
 
 
 def destination_cluster(destination: dict) -> tuple[tuple[str, str] | None, str]:
-    """argo-cd@v3.5.1:util/argo/argo.go GetDestinationCluster: (server, name) of the cluster the
+    """argo-cd@v3.6.2:util/argo/argo.go GetDestinationCluster: (server, name) of the cluster the
     destination names, or (None, Argo CD's error). Only the cluster Argo CD runs in is known here (the
     repository declares no cluster secrets), as util/db/cluster.go describes it without a secret."""
     name = destination.get("name") if isinstance(destination.get("name"), str) else ""
@@ -222,21 +222,29 @@ def is_source_permitted(source_repos: list[str], repo_url: str) -> bool:
 
 
 def is_destination_permitted(destinations: list[dict], server: str, name: str, namespace: str) -> bool:
-    """app_project_types.go isDestinationMatched (IsDestinationPermitted without project-scoped
-    clusters), with its operator precedence: a deny entry on name or server refuses when it does not
-    match (and, for the server, the namespace does), one on the namespace when the server matched."""
+    """argo-cd@v3.6.2:pkg/apis/application/v1alpha1/app_project_types.go isDestinationMatched
+    (IsDestinationPermitted without project-scoped clusters). Where an entry's namespace matches, a
+    deny pattern on its name or server that names the cluster refuses at once, even when the other
+    identifier matches (new in v3.6.2); otherwise a deny entry on name or server refuses when it does
+    not match and the namespace does, one on the namespace when the server matched."""
     matched_any = False
     for item in destinations:
         item_name, item_server, item_ns = (str(item.get(k) or "") for k in ("name", "server", "namespace"))
         name_matched = name != "" and glob_match(item_name, name, True)
         server_matched = server != "" and glob_match(item_server, server, True)
         namespace_matched = glob_match(item_ns, namespace, True)
+        if namespace_matched and (
+            (item_name.startswith("!") and name != "" and _literal_match(item_name[1:], name))
+            or (item_server.startswith("!") and server != "" and _literal_match(item_server[1:], server))
+        ):
+            return False
+        name_or_server_denied = (not name_matched and item_name.startswith("!")) or (
+            not server_matched and item_server.startswith("!")
+        )
         if (server_matched or name_matched) and namespace_matched:
             matched_any = True
-        elif (
-            (not name_matched and item_name.startswith("!"))
-            or (not server_matched and item_server.startswith("!") and namespace_matched)
-            or (not namespace_matched and item_ns.startswith("!") and server_matched)
+        elif (name_or_server_denied and namespace_matched) or (
+            not namespace_matched and item_ns.startswith("!") and server_matched
         ):
             return False
     return matched_any
@@ -301,7 +309,7 @@ def check_waves_and_namespaces(ctx: ClusterCheck) -> None:
 
 
 def project_permits(spec: dict, r: Resource) -> bool:
-    """Argo CD's AppProject.IsGroupKindNamePermitted (argo-cd@v3.5.1 pkg/apis/application/v1alpha1/
+    """Argo CD's AppProject.IsGroupKindNamePermitted (argo-cd@v3.6.2 pkg/apis/application/v1alpha1/
     app_project_types.go): a namespaced kind is allowed when namespaceResourceWhitelist is absent
     (everything) or lists it (an empty list allows nothing), and namespaceResourceBlacklist does not;
     a cluster-scoped kind only when clusterResourceWhitelist lists it (by group, kind and name glob)

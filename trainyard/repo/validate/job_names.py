@@ -8,12 +8,12 @@ rules kube-apiserver applies when the ApplicationSet controller creates them:
 
 - the name of a custom resource is a DNS-1123 subdomain (kubernetes/apiextensions-apiserver@v0.36.3
   pkg/registry/customresource/validator.go: ``ValidateObjectMetaAccessor(..., NameIsDNSSubdomain)``;
-  argo-cd@v3.5.1 util/argo/argo.go IsValidAppName is the same rule);
+  argo-cd@v3.6.2 util/argo/argo.go IsValidAppName is the same rule);
 - label keys are qualified names and label values at most 63 characters of ``[A-Za-z0-9-_.]``
   starting and ending with an alphanumeric (apimachinery validation.go IsQualifiedName,
   IsValidLabelValue); annotation keys are qualified names.
 
-Why it matters more than for one job: argo-cd@v3.5.1 applicationset/controllers/
+Why it matters more than for one job: argo-cd@v3.6.2 applicationset/controllers/
 applicationset_controller.go Reconcile calls createOrUpdateInCluster, which returns the first
 Application kube-apiserver refused, and the reconcile returns before deleteInCluster: while one
 folder's Application is refused, no Application of a deleted folder is deleted, so deleted jobs
@@ -70,8 +70,9 @@ def check_job_folder_names(ctx: ClusterCheck) -> None:
     jobs = ctx.repo.root / "overlays" / ctx.cluster / "jobs"
     hidden = sorted(p.name for p in jobs.iterdir() if p.name.startswith(".") and p.is_dir()) if jobs.is_dir() else []
     for name in hidden:
-        # argo-cd@v3.5.1 reposerver/repository/repository.go GetGitDirectories skips hidden folders: no
-        # Application, no error, the job never runs (the emulation skips it too, so nothing else says so)
+        # argo-cd@v3.6.2 reposerver/repository/repository.go GetGitDirectories (utils.go walkDirectoryTree)
+        # skips hidden folders: no Application, no error, the job never runs (the emulation skips it
+        # too, so nothing else says so)
         ctx.err(
             f"overlays/{ctx.cluster}/jobs/{name}"[:300],
             f"job folder name {name[:80]!r} starts with '.': Argo CD's git generator skips hidden folders, so no "

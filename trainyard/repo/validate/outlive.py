@@ -2,7 +2,7 @@
 finalizer makes Argo CD delete every object the folder made (base/apps/jobs.yaml). An object of a
 job folder may not opt out of that.
 
-Argo CD's rules (argo-cd@v3.5.1):
+Argo CD's rules (argo-cd@v3.6.2):
 
 - controller/appcontroller.go shouldBeDeleted, on the Application's cascading deletion: an object
   whose ``argocd.argoproj.io/sync-options`` says ``Delete=false`` is left in the cluster, and so is
@@ -10,7 +10,7 @@ Argo CD's rules (argo-cd@v3.5.1):
 - finalizeApplicationDeletion: while an object says ``Delete=confirm`` and nobody has approved the
   deletion (``argocd app confirm-deletion``, the ``argocd.argoproj.io/deletion-approved``
   annotation), nothing at all is deleted: the job runs on until a person acts;
-- gitops-engine@v3.6.1 pkg/sync/sync_context.go: ``Prune=false`` keeps an object removed from the
+- gitops-engine/v3@v3.6.2 pkg/sync/sync_context.go: ``Prune=false`` keeps an object removed from the
   folder (a job renamed in place keeps running, untracked), ``Prune=confirm`` keeps it until a person
   confirms the prune.
 
@@ -30,7 +30,7 @@ from trainyard.repo.upstream import syncorder
 from trainyard.repo.validate import ClusterCheck
 
 SYNC_OPTIONS = syncorder.SYNC_OPTIONS
-RESOURCE_POLICY = "helm.sh/resource-policy"  # argo-cd@v3.5.1:util/helm/helm.go ResourcePolicyAnnotation
+RESOURCE_POLICY = "helm.sh/resource-policy"  # argo-cd@v3.6.2:util/helm/helm.go ResourcePolicyAnnotation
 # (option prefix, value) -> what it does to a job whose folder is deleted or whose object is removed
 KEEPS = {
     ("Delete", "false"): "Argo CD leaves the object in the cluster when the job folder (its Application) is deleted "

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from trainyard.contract.errors import UserError
 from trainyard.repo.model import kustomize, remote_refs
 
-# sigs.k8s.io/kustomize/api@v0.21.1 internal/git/repospec_test.go TestNewRepoSpecFromUrl_Smoke (a
+# sigs.k8s.io/kustomize/api@v0.21.3 internal/git/repospec_test.go TestNewRepoSpecFromUrl_Smoke (a
 # sample: input -> host, repo path, path in the repository, ref)
 UPSTREAM_SMOKE = [
     ("https://git-codecommit.us-east-2.amazonaws.com/someorg/somerepo/somedir?ref=testbranch",

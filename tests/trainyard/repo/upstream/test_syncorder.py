@@ -1,5 +1,5 @@
-"""Argo CD's sync order (trainyard.repo.upstream.syncorder), on the test tables of argo-cd@v3.5.1
-(gitops-engine/pkg/sync and controller/hook_test.go) and of Go's strconv, plus fuzzing of the
+"""Argo CD's sync order (trainyard.repo.upstream.syncorder), on the test tables of argo-cd@v3.6.2
+(gitops-engine/v3 pkg/sync and controller/hook_test.go) and of Go's strconv, plus fuzzing of the
 annotation parsing with hostile strings."""
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ from trainyard.repo.model.rendered import Resource
 from trainyard.repo.upstream import applications
 from trainyard.repo.validate import argo
 
-# argo-cd@v3.6.2:pkg/apis/application/v1alpha1/types_test.go TestAppProject_IsSourcePermitted
+# argo-cd@v3.6.2:pkg/apis/application/v1alpha1/types_test.go TestAppProject_IsSourcePermitted (its rows
+# of "**" globs, new in v3.6.2, are globs the offline check refuses by name)
 SOURCE_PERMITTED = [
     (["*"], "https://github.com/argoproj/test.git", True),
     (["https://github.com/argoproj/test.git"], "https://github.com/argoproj/test.git", True),
@@ -195,6 +196,26 @@ NEGATED_DESTINATION_PERMITTED = [
         {"server": "https://other-test-server", "namespace": "other"},
         True,
     ),
+    # new in v3.6.2: a name deny applies only where the entry's namespace matches
+    (
+        [{"name": "*", "namespace": "*"}, {"name": "!bad", "namespace": "other"}],
+        {"name": "bad", "namespace": "test"},
+        True,
+    ),
+    (
+        [{"name": "*", "namespace": "*"}, {"name": "!bad", "namespace": "test"}],
+        {"name": "bad", "namespace": "test"},
+        False,
+    ),
+]
+# argo-cd@v3.6.2 types_test.go TestAppProject_IsDestinationPermitted_DenyNameOrServer: a deny pattern
+# on one identifier vetoes the destination even where the entry's other identifier matches
+API = "https://api.example.com"
+DENY_NAME_OR_SERVER = [
+    ([{"name": "!bad-cluster", "server": API, "namespace": "*"}], {"server": API, "name": "bad-cluster"}, False),
+    ([{"name": "good-cluster", "server": "!" + API, "namespace": "*"}], {"server": API, "name": "good-cluster"}, False),
+    ([{"name": "!other-cluster", "server": API, "namespace": "*"}], {"server": API, "name": "good-cluster"}, True),
+    ([{"name": "!bad-cluster", "namespace": "*"}], {"server": API, "name": "bad-cluster"}, False),
 ]
 
 
@@ -208,6 +229,11 @@ def test_is_destination_permitted(destinations, dest, want):
         assert _globbed(v for d in destinations for v in d.values()) and "cluster tier" in str(exc)
         return
     assert got is want
+
+
+@pytest.mark.parametrize(("destinations", "dest", "want"), DENY_NAME_OR_SERVER)
+def test_a_deny_pattern_on_name_or_server_vetoes_the_entry(destinations, dest, want):
+    assert argo.is_destination_permitted(destinations, dest["server"], dest["name"], "default") is want
 
 
 def _globbed(patterns) -> bool:

@@ -21,7 +21,7 @@ def test_the_repository_passes_its_crd_schemas(report):
 @pytest.mark.parametrize(
     ("rel", "old", "new", "expect"),
     [
-        # an Application's sync policy, misspelt (Argo CD's CRD, argo-cd@v3.5.1:manifests/crds)
+        # an Application's sync policy, misspelt (Argo CD's CRD, argo-cd@v3.6.2:manifests/crds)
         ("base/apps/jobs.yaml", "selfHeal: false", "selfheal: false", "unknown field 'selfheal'"),
         # a field at the wrong level of an AppProject
         ("base/apps/projects.yaml", "spec:\n", "spec:\n  sourceRepo: [x]\n", "unknown field 'sourceRepo'"),
