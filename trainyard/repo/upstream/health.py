@@ -3,7 +3,7 @@ run with a real Lua runtime (lupa) the way Argo CD runs them: the live object in
 ``obj``, the script's result read as hs.status and hs.message.
 
 Argo CD runs health scripts in gopher-lua, a Lua 5.1, with only the base, table and package
-libraries and a reduced os (argoproj/argo-cd@v3.5.1:util/lua/lua.go, unless useOpenLibs is set for
+libraries and a reduced os (argoproj/argo-cd@v3.6.2:util/lua/lua.go, unless useOpenLibs is set for
 the kind), so the scripts run here in Lua 5.1 with string, math, io, debug and coroutine removed
 and no string methods: a script that relies on them fails here as it would in Argo CD.
 """
