@@ -27,6 +27,7 @@ import contextlib
 import errno
 import gzip
 import itertools
+import re
 import socket
 import threading
 import time
@@ -45,6 +46,21 @@ IDLE_TIMEOUT = 75.0  # a kept-alive scrape connection outlives one 30 s..60 s sc
 WRITE_TIMEOUT = 10.0
 BACKLOG = 16
 ALLOW = (("Allow", "GET, HEAD"),)
+
+
+# Prometheus names its scrape timeout in every scrape (prometheus@v3:scrape/scrape.go
+# targetScraper.scrape) and drops an answer that ends after it: such a scrape did not deliver.
+SCRAPE_TIMEOUT_FIELD = "x-prometheus-scrape-timeout-seconds"
+_SECONDS = re.compile(r"[0-9]{1,6}(\.[0-9]{1,9})?")
+
+
+def _in_time(head: RequestHead, took: float) -> bool:
+    """Whether the scraper still took the answer that took ``took`` seconds from the head: within
+    half its timeout (its clock started before the head reached us), or any time when it names none."""
+    values = head.values(SCRAPE_TIMEOUT_FIELD)
+    if len(values) != 1 or not _SECONDS.fullmatch(values[0]):
+        return True
+    return took <= float(values[0]) / 2
 
 
 class MetricsServer:
@@ -217,7 +233,7 @@ class MetricsServer:
         lines = [f"HTTP/1.1 200 {reason(200)}", f"Content-Type: {content_type}", f"Content-Length: {len(body)}", *extra]
         response = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         self._send(conn, response if head.method == "HEAD" else response + body)
-        if head.method == "GET":
+        if head.method == "GET" and _in_time(head, time.monotonic() - begin):
             with self._scrapes:
                 self._answered_begin = max(self._answered_begin, begin)
                 self._scrapes.notify_all()

@@ -209,3 +209,39 @@ def test_close_ends_every_connection(serve) -> None:
         assert ended(idle)
     with pytest.raises(OSError):
         socket.create_connection((LOCAL, server.port), timeout=2).close()
+
+
+def test_an_answer_later_than_the_scrapers_timeout_is_not_a_delivered_scrape(serve) -> None:
+    """Prometheus drops an answer that ends after the timeout it names in the request, so a run
+    waiting for its last values to be scraped must wait for a scrape answered in time."""
+    import threading
+    import time
+
+    slow = threading.Event()
+
+    class Slow:
+        def describe(self) -> list:
+            return []
+
+        def collect(self) -> list:
+            if slow.is_set():
+                time.sleep(0.4)
+            return []
+
+    server = serve()
+    server.registry.register(Slow())  # type: ignore[arg-type]
+    timed = b"GET /metrics HTTP/1.1\r\nHost: pod:9404\r\nX-Prometheus-Scrape-Timeout-Seconds: 0.5\r\n\r\n"
+    slow.set()
+    since = time.monotonic()
+    exchange(server, timed.replace(b"HTTP/1.1\r\n", b"HTTP/1.1\r\nConnection: close\r\n", 1))
+    assert not server.wait_scrape(since, begin_within=5, answer_within=0.2)  # 0.4 s > half of 0.5 s
+    # the same slow answer to a scraper that names no timeout, or a longer one, was delivered
+    for head in (GET, timed.replace(b": 0.5", b": 10")):
+        since = time.monotonic()
+        exchange(server, head.replace(b"HTTP/1.1\r\n", b"HTTP/1.1\r\nConnection: close\r\n", 1))
+        assert server.wait_scrape(since, begin_within=5, answer_within=5)
+    # an unreadable timeout is no timeout: never a reason to wait for ever
+    for odd in (b"nan", b"-1", b"1e9", b"0x10", b"9" * 40):
+        since = time.monotonic()
+        exchange(server, timed.replace(b"0.5", odd).replace(b"HTTP/1.1\r\n", b"HTTP/1.1\r\nConnection: close\r\n", 1))
+        assert server.wait_scrape(since, begin_within=5, answer_within=5), odd
