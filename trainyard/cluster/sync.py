@@ -1,36 +1,26 @@
 """Sync a cluster's rendered repository into a real API server, the way Argo CD does.
 
-The order is Argo CD's: the bootstrap (``kubectl apply -k clusters/<cluster>``), then the root
-Application's sync one step (phase and wave) at a time, each step's Applications in the root's
-task order, each followed by what it starts (an ApplicationSet's generated Applications), and
-inside one Application its objects in sync order (:mod:`trainyard.repo.upstream.syncorder`:
-gitops-engine's phase, wave, kind, name, with Namespaces and CRDs moved up; what a sync never
-applies left out). An object is applied server-side as field manager ``argocd-controller``
-(argo-cd@v3.5.1:common/common.go ArgoCDSSAManager) where its Application asks for
-``ServerSideApply=true`` or its own ``argocd.argoproj.io/sync-options`` does, unless that says
-``ServerSideApply=false`` (gitops-engine sync_context.go shouldUseServerSideApply); one saying
-``Replace=true`` is created, as Argo CD creates such an object when it is not there yet
-(sync_context.go applyObject; a live one it would replace, and ``Force=true`` delete first, which
-cannot happen on the empty cluster this syncs); the others as ``kubectl apply`` would on an empty
-cluster. ``CreateNamespace=true`` creates the destination
-namespace first. Field validation is strict, as Argo CD's default ``Validate=true`` asks of kubectl.
+The order is Argo CD's (:mod:`trainyard.repo.upstream.syncorder`): the bootstrap (``kubectl apply
+-k clusters/<cluster>``), then the root Application's steps (phase and wave), each step's
+Applications in task order, each followed by what it starts (an ApplicationSet's Applications),
+and inside one Application its objects in sync order. An object is applied server-side as field
+manager ``argocd-controller`` (argo-cd@v3.6.2:common/common.go ArgoCDSSAManager) where its
+Application asks for ``ServerSideApply=true``; one whose ``argocd.argoproj.io/sync-options`` say
+``Replace=true`` is created, as Argo CD creates such an object not there yet (gitops-engine
+sync_context.go applyObject); the others as ``kubectl apply`` would on an empty cluster, with
+strict field validation (Argo CD's default ``Validate=true``). ``CreateNamespace=true`` creates the
+destination namespace first.
 
-Between steps Argo CD waits for every object of a step to be Healthy (gitops-engine
-sync_context.go Sync; for a child Application, argocd-cm's Application health check). No Argo CD
-controller runs here to write an Application's health, and no pod runs during the sync, so a step
-ends once what its successors need is there: every object accepted, CRDs served, and an upstream
-release's controllers ready where they are started. Hooks are not run: a hook is refused (the
-render already refuses hooks in this repository's Applications), and an upstream release whose
-controllers are started here may not have any.
+Argo CD waits between steps for every object of a step to be Healthy (sync_context.go Sync); no
+Argo CD controller writes an Application's health here and no pod runs during the sync, so a step
+ends once every object is accepted, CRDs served, and started upstream controllers ready. A hook
+is refused, not run, as the render refuses it in this repository's Applications.
 
-What does not run here is not applied but sent with ``dryRun=All``, so kube-apiserver still
-validates it: the webhook configurations of upstream controllers (nothing would answer them).
-Upstream Applications (a remote git repository or chart) bring their release's CRDs (from the
-render) and the namespace of their destination; when their wave comes, the caller may install and start
-their controllers (controllers.py), so that later waves meet their webhooks as in a cluster.
-
-A refusal keeps kube-apiserver's own message and is placed at the file and line of the object
-(and of the field, where the API server names one) that caused it.
+What nothing here would answer (upstream controllers' webhook configurations) is sent with
+``dryRun=All``, so kube-apiserver still validates it. Upstream Applications bring their release's
+CRDs and their destination namespace; when their wave comes, the caller may install and start
+their controllers (controllers.py). A refusal keeps kube-apiserver's own message, placed at the
+file and line of the object (and field, where the API server names one) that caused it.
 """
 
 from __future__ import annotations
@@ -42,7 +32,6 @@ from pathlib import Path
 
 import yaml
 
-from trainyard.cluster import controllers
 from trainyard.cluster.client import ApiError, Kube
 from trainyard.repo.jobs.preview import is_job
 from trainyard.repo.model import rawyaml
@@ -75,7 +64,6 @@ class Report:
     applied: int = 0
     dry_run: int = 0
     crds: int = 0
-    lines: list[str] = field(default_factory=list)
     refusals: list[Refusal] = field(default_factory=list)
 
 
@@ -230,8 +218,6 @@ class Syncer:
         return True
 
     def hook(self, resource: Resource) -> None:
-        """Refuse a hook: Argo CD runs it in its phase, waits for it to complete and deletes it by
-        policy, none of which happens here."""
         phases = ", ".join(syncorder.sync_phases(syncorder.annotations(resource.doc)))
         message = f"Argo CD resource hook ({phases}): trainyard's sync does not run hooks"
         self.report.refusals.append(Refusal(resource, message, locate(self.repo_root, resource)))
@@ -244,11 +230,11 @@ class Syncer:
         rewrite: Rewrite | None = None,
         app: applications.Application | None = None,
     ) -> tuple[int, int]:
-        """Apply ``resources`` in order; ``server_side`` is the Application's ServerSideApply=true,
-        which an object's own sync-options may override. Each object carries ``app``'s tracking id."""
+        """Apply ``resources`` in order; ``server_side``: the Application's ServerSideApply=true.
+        Each object carries ``app``'s tracking id."""
         applied = dry = 0
         for r in resources:
-            if syncorder.resource_is_hook(r):
+            if syncorder.is_hook(syncorder.annotations(r.doc)):
                 self.hook(r)
                 continue
             if app is not None:
@@ -262,7 +248,7 @@ class Syncer:
                     doc, said = rewritten
                     r = Resource(doc=doc, origin=r.origin, source=r.source, app=r.app, extra=r.extra)
                     self.progress(f"  {said}")
-            if self.one(r, server_side=syncorder.server_side(r, server_side), dry_run=dry_run):
+            if self.one(r, server_side=server_side, dry_run=dry_run):
                 if dry_run:
                     dry += 1
                 else:
@@ -270,13 +256,13 @@ class Syncer:
         return applied, dry
 
 
-TRACKING_ANNOTATION = "argocd.argoproj.io/tracking-id"  # argo-cd@v3.5.1:common/common.go AnnotationKeyAppInstance
+TRACKING_ANNOTATION = "argocd.argoproj.io/tracking-id"  # argo-cd@v3.6.2:common/common.go AnnotationKeyAppInstance
 
 
 def tracked(doc: dict, app: applications.Application) -> dict:
     """``doc`` with the tracking id Argo CD v3 writes on every object of an Application (its
     default tracking method is the annotation): ``<app>:<group>/<kind>:<namespace>/<name>``, the
-    destination namespace standing in for a cluster-scoped object's (argo-cd@v3.5.1:
+    destination namespace standing in for a cluster-scoped object's (argo-cd@v3.6.2:
     util/argo/resource_tracking.go BuildAppInstanceValue, UnstructuredToAppInstanceValue;
     controller/state.go sets it on every target object). Without it Argo CD would not count the
     object as the Application's, and would sync it again to adopt it."""
@@ -345,11 +331,6 @@ def _sync_app(
     head = f"wave {ar.app.wave:>3} {ar.name}"
     if ar.upstream:
         namespace = str(ar.app.destination.get("namespace") or "-")
-        hooks = [r for r in ar.resources if syncorder.resource_is_hook(r)]
-        if hooks and ar.name in controllers.BY_APP:  # its controllers' start would apply them as objects
-            for r in hooks:
-                s.hook(r)
-            return before_jobs
         ran = upstream_app(ar.name) if upstream_app else None
         progress(f"{head}: upstream release: {len(upstream[ar.name])} CRDs and namespace {namespace}; "
                  + (ran or "its controller is not run here"))  # fmt: skip

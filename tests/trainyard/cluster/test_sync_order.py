@@ -1,5 +1,5 @@
 """trainyard's sync (trainyard/cluster/sync.py) follows the sync order of the render: the root
-Application's steps, each Application's objects in gitops-engine's order, per-object sync options;
+Application's steps, each Application's objects in gitops-engine's order, Replace=true;
 hooks are refused, not applied. A recording client stands in for kube-apiserver."""
 
 from __future__ import annotations
@@ -77,27 +77,27 @@ def test_the_sync_follows_the_root_steps_and_each_applications_order(tmp_path: P
     early = application("early", "1")
     render = render_of(
         [
-            (late, [res("ConfigMap", "csa", sync_options="ServerSideApply=false"), res("Service", "svc")]),
+            (late, [res("ConfigMap", "ssa"), res("Service", "svc")]),
             (
                 early,
                 [
                     res("Deployment", "d", api="apps/v1"),
                     res("ConfigMap", "made", sync_options="Replace=true"),
-                    res("ConfigMap", "ssa", sync_options="ServerSideApply=true", sync_wave="-1"),
-                    res("ConfigMap", "never", hook="Skip"),
+                    res("ConfigMap", "first", sync_wave="-1"),
                 ],
             ),
         ]
     )
+    assert render.errors() == []
     kube, lines = Recorder(), []
     report = sync.sync(kube, tmp_path, render, bootstrap_crds=[], progress=lines.append)  # type: ignore[arg-type]
     assert report.refusals == []
     synced = [c for c in kube.calls if c[2] not in ("late", "early", "argocd-cm", "argocd")]
     assert synced == [
-        ("server-side", "ConfigMap", "ssa"),  # wave -1 of early, its own ServerSideApply=true
+        ("client-side", "ConfigMap", "first"),  # wave -1 of early
         ("create", "ConfigMap", "made"),  # Replace=true: created
         ("client-side", "Deployment", "d"),
-        ("client-side", "ConfigMap", "csa"),  # late is server-side, but the object says false
+        ("server-side", "ConfigMap", "ssa"),  # late's ServerSideApply=true
         ("server-side", "Service", "svc"),
     ]
     assert any("step Sync wave 1: applied" in line for line in lines)
@@ -114,3 +114,10 @@ def test_a_hook_is_refused_not_applied(tmp_path: Path):
     assert refused.resource is hook and "does not run hooks" in refused.message
     assert ("client-side", "ConfigMap", "c") in kube.calls
     assert not any(c[2] == "migrate" for c in kube.calls)
+
+
+def test_an_objects_own_server_side_option_is_refused():
+    app = application("mine", "1", syncPolicy={"syncOptions": ["ServerSideApply=true"]})
+    render = render_of([(app, [res("ConfigMap", "c", sync_options="ServerSideApply=false")])])
+    (refused,) = render.errors()
+    assert "sync-options ServerSideApply=false is not emulated by trainyard's sync" in refused.message

@@ -1,24 +1,21 @@
 """Upstream sources rendered offline, as Argo CD's repo server would render them.
 
 An upstream Application points at a git tag or a published Helm chart; a kustomization of this
-repository may list a file of an upstream tag by URL. Argo CD fetches those; here each is read
-from the Go module of its release (:mod:`trainyard.repo.model.releases`: the module is the tag's
-tree, checked against kube/releases/go.sum), and rendered with the tools Argo CD bundles:
+repository may list a file of an upstream tag by URL. Each is read from the Go module of its
+release (:mod:`trainyard.repo.model.releases`: the tag's tree, checked against kube/releases/go.sum)
+and rendered with the tools Argo CD bundles:
 
-- a git ``path`` holding a kustomization: ``kustomize build`` (remote resources in it are
-  replaced by the files of their pinned releases first, see :func:`_localize`);
-- a published chart (``chart``): ``helm template`` with the flags Argo CD passes
-  (argo-cd@v3.6.2:util/helm/cmd.go template: ``--name-template`` the release name, default the
-  Application's name; ``--namespace`` the destination; ``--kube-version`` the cluster's; the
-  Application's ``valuesObject``; ``--include-crds``). The chart is packaged from the tag first,
-  with the version and app version its release's own packaging step gives it (the row's ``recipe``);
-- any other git ``path`` (a chart folder, a directory of manifests) is refused: no release here
-  needs one.
+- a git ``path`` holding a kustomization: ``kustomize build``, remote resources in it replaced by
+  the files of their pinned releases (:func:`_localize`);
+- a published ``chart``: packaged from the tag as its release packages it (the row's ``recipe``),
+  then ``helm template`` with the flags Argo CD passes (argo-cd@v3.6.2:util/helm/cmd.go template:
+  ``--name-template`` the release name, default the Application's; ``--namespace`` the
+  destination; ``--kube-version`` the cluster's; the ``valuesObject``; ``--include-crds``).
 
-Every resource keeps where it came from: ``module@version:file`` (or the URL a kustomization
-listed), so a problem names the upstream file. A source no release row pins is refused with what
-the table offers; so is an Application setting Argo CD does not get from the chart or the tree
-(value files, file parameters, kustomize overrides), never rendered differently in silence.
+Every resource keeps where it came from (``module@version:file``, or the URL listed). Refused by
+name: any other git ``path`` (no release here needs one), a source no release row pins, and an
+Application setting Argo CD does not get from the chart or the tree (value files, parameters,
+kustomize overrides).
 """
 
 from __future__ import annotations
@@ -52,11 +49,6 @@ TIMEOUT_S = 300
 HELM_KEYS = frozenset({"releaseName", "valuesObject"})
 GITHUB_RAW = re.compile(r"https://raw\.githubusercontent\.com/([^/]+)/([^/]+)/([^/]+)/(.+)$")
 GITHUB_ASSET = re.compile(r"https://github\.com/([^/]+)/([^/]+)/releases/download/([^/]+)/([^/?#]+)$")
-# kustomize's remote targets (sigs.k8s.io/kustomize/api/internal/git/repospec.go): a host, the
-# repository, `//` before the path inside it, and ?ref=
-GIT_REMOTE = re.compile(
-    r"^(?:https://|git::https://)?github\.com/([^/]+)/([^/]+?)(?:\.git)?//([^?]*)\?(?:.*&)?ref=([^&]+)"
-)
 
 Progress = Callable[[str], None]
 
@@ -159,7 +151,7 @@ def render_local(repo: Repository, folder: Path, *, progress: Progress = lambda 
     return _resources(key, docs, None)
 
 
-ARGOCD_CRDS = ("manifests/crds/*-crd.yaml",)  # the three argo-cd@v3.5.1:manifests/crds/kustomization.yaml lists
+ARGOCD_CRDS = ("manifests/crds/*-crd.yaml",)  # the three argo-cd@v3.6.2:manifests/crds/kustomization.yaml lists
 # The CRDs of the kinds base/monitoring uses, as prometheus-operator@v0.85.0 publishes them
 # (example/prometheus-operator-crd: the schemas without descriptions, which its bundle.yaml and
 # Helm chart install too); the operator's install brings these with its others.
@@ -169,25 +161,13 @@ PROMETHEUS_OPERATOR_CRDS = tuple(
 )
 
 
-def argocd_crds(*, progress: Progress = lambda _: None) -> list[dict]:
-    """Argo CD's own CRDs (Application, ApplicationSet, AppProject), which its install brings before
-    the repository's bootstrap; read from its module at the pinned release. Fresh copies."""
-    return _release_crds("argocd", ARGOCD_CRDS, progress)
-
-
-def prometheus_operator_crds(*, progress: Progress = lambda _: None) -> list[dict]:
-    """Prometheus Operator's CRDs of PodMonitor, ServiceMonitor and PrometheusRule, served on a
-    cluster whose facts say the operator runs there (it is installed outside the repository); read
-    from its module at the pinned release. Fresh copies."""
-    return _release_crds("prometheus-operator", PROMETHEUS_OPERATOR_CRDS, progress)
-
-
 def bootstrap_crds(prometheus_operator: bool, *, progress: Progress = lambda _: None) -> list[dict]:
-    """The CRDs a cluster serves before the repository's bootstrap, installed outside it: Argo CD's,
-    and Prometheus Operator's where the cluster's facts say the operator runs."""
-    docs = argocd_crds(progress=progress)
+    """The CRDs a cluster serves before the repository's bootstrap, installed outside it and read
+    from their modules at the pinned releases (fresh copies): Argo CD's (Application,
+    ApplicationSet, AppProject), and Prometheus Operator's where the cluster's facts say it runs."""
+    docs = _release_crds("argocd", ARGOCD_CRDS, progress)
     if prometheus_operator:
-        docs += prometheus_operator_crds(progress=progress)
+        docs += _release_crds("prometheus-operator", PROMETHEUS_OPERATOR_CRDS, progress)
     return docs
 
 
@@ -439,7 +419,7 @@ def _release_of(owner: str, name: str, ref: str, url: str, where: str) -> releas
 
 def _fetch(url: str, folder: Path, tmp: Path, names: dict[Path, str], where: str, progress: Progress) -> str:
     """The local entry that stands for remote ``url``: a file written into ``folder`` (kustomize
-    loads files only inside the kustomization's root) or a localized copy of a folder."""
+    loads files only inside the kustomization's root)."""
     local = folder / f"upstream-{hashlib.sha256(url.encode()).hexdigest()[:12]}.yaml"
     m = GITHUB_RAW.match(url)
     if m:
@@ -465,19 +445,8 @@ def _fetch(url: str, folder: Path, tmp: Path, names: dict[Path, str], where: str
         local.write_text(yaml.safe_dump_all([d for d, _ in built], sort_keys=False), encoding="utf-8")
         names[local.resolve()] = f"{url} (built from {release.module}@{release.version}:{asset.kustomization})"
         return local.name
-    m = GIT_REMOTE.match(url)
-    if m:
-        release = _release_of(m[1], m[2], m[4], url, where)
-        root = _root(release, progress)
-        sub = (root / m[3]).resolve()
-        if not sub.is_dir() or root.resolve() not in (sub, *sub.parents):
-            raise UpstreamError(f"{where}: {url}: {m[3]} is not a folder of {release.module}@{release.version}")
-        built = _kustomize(root, sub, release, progress)
-        local.write_text(yaml.safe_dump_all([d for d, _ in built], sort_keys=False), encoding="utf-8")
-        names[local.resolve()] = f"{release.module}@{release.version}:{m[3]}"
-        return local.name
     raise UpstreamError(
-        f"{where}: {url} is a remote resource trainyard cannot read offline: list a file of a pinned release by "
-        "its raw.githubusercontent.com URL at the tag, a git folder as github.com/OWNER/REPO//PATH?ref=TAG, "
-        "or vendor the file into the repository"
+        f"{where}: {url} is a remote resource trainyard cannot read offline (a git folder included: no release "
+        "needs one): list a file of a pinned release by its raw.githubusercontent.com URL at the tag, or vendor "
+        "the file into the repository"
     )

@@ -1,9 +1,5 @@
 """The Argo CD objects the offline render works with: an Application, what one renders to, a
-cluster's render, and the error of a source it does not render. The render
-(:mod:`trainyard.repo.upstream.app_render`), the ApplicationSet controller
-(:mod:`trainyard.repo.upstream.appset`), the sync order (:mod:`trainyard.repo.upstream.syncorder`)
-and the diff-field checks (:mod:`trainyard.repo.upstream.argo_fields`) all import this module and
-none of each other in a circle."""
+cluster's render, and the error of a source it does not render; the rest of the render imports it."""
 
 from __future__ import annotations
 

@@ -15,8 +15,7 @@ Followed (argo-cd@v3.6.2; generators/ and utils/ are under applicationset/):
 - the generated Application (controllers/template/template.go GenerateApplications, utils.go
   RenderTemplateParams, controllers/applicationset_controller.go createOrUpdateInCluster): the
   template's name, labels, annotations and finalizers, the ApplicationSet's namespace, the finalizer
-  ``resources-finalizer.argocd.argoproj.io`` when the template names none and
-  ``syncPolicy.preserveResourcesOnDeletion`` is not true, the spec as util/argo/argo.go
+  ``resources-finalizer.argocd.argoproj.io`` when the template names none, the spec as util/argo/argo.go
   NormalizeApplicationSpec stores it. ``metadata.ownerReferences`` is left out: it names the
   ApplicationSet's uid, which kube-apiserver assigns.
 
@@ -24,10 +23,9 @@ Everything else is refused by name, naming the ApplicationSet, its file and the 
 generators, ``selector``, ``git.files``, a generator's own ``template``, ``exclude``,
 ``pathParamPrefix``, ``values``, a repository or revision other than this repository's,
 ``goTemplate: false`` (fasttemplate), any other template expression or option, ``templatePatch``,
-``strategy``, ``preservedFields``, ``ignoreApplicationDifferences``, ``applicationsSync`` other than
-``sync``, ``spec.sources`` and source tool settings in the template, two Applications of one name, and
-hostile input (non-string keys, keys that render alike, nesting or size beyond bounds). Every scan is
-linear in its input.
+``strategy``, ``preservedFields``, ``ignoreApplicationDifferences``, ``syncPolicy``, ``spec.sources``
+and source tool settings in the template, two Applications of one name, and hostile input
+(non-string keys, keys that render alike, nesting or size beyond bounds). Every scan is linear.
 """
 
 from __future__ import annotations
@@ -65,6 +63,8 @@ _REFUSED_SPEC = {
     "strategy": "progressive syncs: RollingSync steps take the generated Applications' syncs over",
     "preservedFields": "keeps annotations and labels of the live Applications, which an offline render cannot know",
     "ignoreApplicationDifferences": "keeps fields of the live Applications, which an offline render cannot know",
+    "syncPolicy": "applicationsSync and preserveResourcesOnDeletion, which this repository's ApplicationSet leaves "
+    "at their defaults",
 }
 _GENERATORS = ("list", "clusters", "git", "scmProvider", "clusterDecisionResource", "pullRequest", "matrix", "merge",
                "plugin", "oci")  # fmt: skip
@@ -160,19 +160,18 @@ def deeply_replace(node: Any, replace: Callable[[str], str], field: str) -> Any:
     return walk(node, field, 0)
 
 
-def render_template_params(template: dict, sync_policy: dict | None, path: str) -> dict[str, Any]:
+def render_template_params(template: dict, path: str) -> dict[str, Any]:
     """utils.go RenderTemplateParams on template.go GetTempApplication: the template's metadata
     (name, namespace, labels, annotations, finalizers) and spec, every string rendered for ``path``;
-    the resources finalizer added when the rendered template names no finalizer and
-    ``preserveResourcesOnDeletion`` is not true."""
+    the resources finalizer added when the rendered template names no finalizer (the ApplicationSet's
+    ``syncPolicy.preserveResourcesOnDeletion`` is refused)."""
     meta = template.get("metadata") if isinstance(template.get("metadata"), dict) else {}
     app = {
         "metadata": {k: meta[k] for k in ("name", "namespace", "labels", "annotations", "finalizers") if k in meta},
         "spec": template.get("spec") if template.get("spec") is not None else {},
     }
     rendered = deeply_replace(app, lambda s: render(s, path), "spec.template")
-    preserve = isinstance(sync_policy, dict) and sync_policy.get("preserveResourcesOnDeletion") is True
-    if not rendered["metadata"].get("finalizers") and not preserve:
+    if not rendered["metadata"].get("finalizers"):
         rendered["metadata"]["finalizers"] = [RESOURCES_FINALIZER]
     return rendered
 
@@ -236,8 +235,8 @@ def _only_empty(v: Any, depth: int = 0) -> bool:
     return v is None or (isinstance(v, dict) and all(_only_empty(x, depth + 1) for x in v.values()))
 
 
-def _check_spec(spec: dict, refuse: Callable[[str], ArgoError]) -> dict | None:
-    """Refuse what changes the Applications and is not rendered; return the syncPolicy."""
+def _check_spec(spec: dict, refuse: Callable[[str], ArgoError]) -> None:
+    """Refuse what changes the Applications and is not rendered."""
     for name, why in _REFUSED_SPEC.items():
         if name in spec and (spec[name] is not None if name == "templatePatch" else not _zero(spec[name])):
             raise refuse(f"spec.{name} ({why}) is not rendered offline by trainyard")
@@ -248,19 +247,6 @@ def _check_spec(spec: dict, refuse: Callable[[str], ArgoError]) -> dict | None:
     if options not in (None, [], ["missingkey=error"]):
         raise refuse(f"spec.goTemplateOptions {_excerpt(str(options))}: only missingkey=error is rendered offline by "
                      "trainyard")  # fmt: skip
-    policy = spec.get("syncPolicy")
-    if policy is None:
-        return None
-    if not isinstance(policy, dict):
-        raise refuse("spec.syncPolicy must be a mapping")
-    preserve = policy.get("preserveResourcesOnDeletion")
-    if preserve is not None and not isinstance(preserve, bool):
-        raise refuse(f"spec.syncPolicy.preserveResourcesOnDeletion must be true or false, not {preserve!r}")
-    # utils/policy.go: "sync" is what the controller does by default (create, update, delete as rendered)
-    if policy.get("applicationsSync") not in (None, "sync"):
-        raise refuse(f"spec.syncPolicy.applicationsSync {policy.get('applicationsSync')!r} is not rendered offline "
-                     "by trainyard; only sync is")  # fmt: skip
-    return policy
 
 
 def _check_template(template: dict, refuse: Callable[[str], ArgoError]) -> None:
@@ -325,9 +311,8 @@ def _git_generator(gen: Any, gi: int, repo: Repository, refuse: Callable[[str], 
     return patterns
 
 
-def _application(template: dict, sync_policy: dict | None, appset: Resource, path: str,
-                 first: dict[str, str]) -> Resource:  # fmt: skip
-    app = application_from_template(render_template_params(template, sync_policy, path), appset, path)
+def _application(template: dict, appset: Resource, path: str, first: dict[str, str]) -> Resource:
+    app = application_from_template(render_template_params(template, path), appset, path)
     if not app.name:
         raise TemplateError("spec.template.metadata.name renders empty (kube-apiserver refuses the Application)")
     if app.name in first:
@@ -354,7 +339,7 @@ def generate_applications(appset: Resource, repo: Repository, directories: list[
     spec = appset.doc.get("spec")
     if not isinstance(spec, dict):
         raise refuse("spec must be a mapping")
-    sync_policy = _check_spec(spec, refuse)
+    _check_spec(spec, refuse)
     template = spec.get("template")
     if not isinstance(template, dict):
         raise refuse("spec.template is required")
@@ -372,7 +357,7 @@ def generate_applications(appset: Resource, repo: Repository, directories: list[
             if not any(path_match(p, path) for p in patterns):  # filterPaths: any pattern includes
                 continue
             try:
-                app = _application(template, sync_policy, appset, path, first)
+                app = _application(template, appset, path, first)
             except TemplateError as exc:
                 raise refuse(f"{exc} (folder {path})") from None
             first[app.name] = path

@@ -246,11 +246,10 @@ def argocd_cm_problems(data: object) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 # Sync options by name
 
-# An Application's spec.syncPolicy.syncOptions: each is compared as an exact string
-# (argo-cd@v3.6.2:pkg/apis/application/v1alpha1/types.go SyncOptions.HasOption, GetOptionValue), so a
-# misspelt one is silently without effect. The options the controller reads (controller/sync.go,
-# controller/state.go, controller/appcontroller.go) and the default-valued forms gitops-engine names
-# (gitops-engine/pkg/sync/common/types.go); docs/user-guide/sync-options.md describes each.
+# An Application's spec.syncPolicy.syncOptions, compared as exact strings (argo-cd@v3.6.2:
+# pkg/apis/application/v1alpha1/types.go SyncOptions.HasOption), so a misspelt one is without effect:
+# those the controller reads (controller/sync.go, state.go, appcontroller.go; gitops-engine
+# pkg/sync/common/types.go), as docs/user-guide/sync-options.md describes them.
 APP_SYNC_OPTIONS = frozenset(
     {
         "Validate=false", "SkipDryRunOnMissingResource=true", "PruneLast=true", "Replace=true", "Replace=false",
@@ -261,35 +260,25 @@ APP_SYNC_OPTIONS = frozenset(
         "Delete=false", "Delete=confirm",
     }
 )  # fmt: skip
-# An object's argocd.argoproj.io/sync-options annotation (comma-separated, trimmed:
-# gitops-engine/pkg/sync/resource/annotations.go GetAnnotationCSVs), as gitops-engine's sync_context.go
-# and the controller read it.
-RESOURCE_SYNC_OPTIONS = frozenset(
-    {
-        "Prune=false", "Prune=confirm", "Delete=false", "Delete=confirm", "Validate=false",
-        "SkipDryRunOnMissingResource=true", "PruneLast=true", "Replace=true", "Replace=false", "Force=true",
-        "ServerSideApply=true", "ServerSideApply=false",
-    }
-)  # fmt: skip
+# Read only in an object's argocd.argoproj.io/sync-options annotation (gitops-engine sync_context.go)
+RESOURCE_ONLY_OPTIONS = frozenset({"Force=true"})
 
 
-def sync_option_problem(option: object, *, resource: bool = False) -> str | None:
-    """Why ``option`` is not a sync option Argo CD reads there (None if it is one)."""
-    known = RESOURCE_SYNC_OPTIONS if resource else APP_SYNC_OPTIONS
+def sync_option_problem(option: object) -> str | None:
+    """Why ``option`` is not a sync option Argo CD reads in an Application (None if it is one)."""
     if not isinstance(option, str):
         return f"a sync option must be a string, not {type(option).__name__}"
-    if option in known:
+    if option in APP_SYNC_OPTIONS:
         return None
     said = f"unknown sync option {option!r}"
-    near = [k for k in sorted(known | (APP_SYNC_OPTIONS if resource else RESOURCE_SYNC_OPTIONS))
+    near = [k for k in sorted(APP_SYNC_OPTIONS | RESOURCE_ONLY_OPTIONS)
             if k.lower() == option.strip().lower().replace(" ", "")]  # fmt: skip
-    if near and near[0] in known:
+    if near and near[0] in APP_SYNC_OPTIONS:
         return f"{said}: Argo CD compares the exact string; write {near[0]!r}"
     if near:
-        where = "an Application's spec.syncPolicy.syncOptions" if resource else "an object's annotation "
-        return f"{said}: {near[0]} is read only in {where}{'' if resource else SYNC_OPTIONS_ANNOTATION}"
+        return f"{said}: {near[0]} is read only in an object's annotation {SYNC_OPTIONS_ANNOTATION}"
     name = option.partition("=")[0].strip()
-    values = sorted(k for k in known if k.partition("=")[0].lower() == name.lower())
+    values = sorted(k for k in APP_SYNC_OPTIONS if k.partition("=")[0].lower() == name.lower())
     if values:
         return f"{said}: Argo CD reads {name} only as {', '.join(values)}"
     return f"{said} ({ARGO}:docs/user-guide/sync-options.md lists them; it would be ignored)"

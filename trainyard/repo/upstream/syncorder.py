@@ -1,38 +1,30 @@
 """Argo CD's sync order, as gitops-engine computes it (argo-cd/gitops-engine@v3.6.2).
 
-What one sync of an Application applies, and when:
-
-- **Which objects.** The application controller leaves out of the sync an object that is only a
-  ``PreDelete``/``PostDelete`` hook (argo-cd@v3.6.2:controller/state.go
-  partitionTargetObjsForSync); gitops-engine drops a hook of no known type (pkg/sync/ignore
-  Ignore), runs a hook (``argocd.argoproj.io/hook``, or failing any known type there the Helm
-  ``helm.sh/hook``) once per phase it names, and applies a ``Skip`` object never
-  (pkg/sync/sync_phase.go syncPhases, pkg/sync/hook/hook.go).
-- **When.** One task per (object, phase), sorted by phase (PreSync, Sync, PostSync, SyncFail),
-  wave (``argocd.argoproj.io/sync-wave`` read by Go's strconv.Atoi, else ``helm.sh/hook-weight``,
-  else 0), kind (Helm's install order, any other kind after it) and name (pkg/sync/sync_tasks.go
-  Less); then a Namespace moves up to the first task in it, and a CRD to the first object of its
-  kind, taking that task's phase and wave (syncTasks.Sort, adjustDeps). Each (phase, wave) is one
-  step: the next starts once every object of this one is Healthy (pkg/sync/sync_context.go Sync).
-  SyncFail tasks run only when a sync fails.
-- **Ties.** Less orders nothing further: tasks equal in phase, wave, kind rank and name (one
-  name in two namespaces, two custom kinds of one name) come from a Go map in random order and
-  sort.Sort is not stable, so Argo CD's order among them changes from sync to sync. Objects of
-  one kind in a row are applied at once (runTasks), so only custom kinds of one name can differ;
-  the render breaks the tie by group, kind and namespace, one of the orders Argo CD may take.
+- **Which objects.** Every object once per phase; a hook (``argocd.argoproj.io/hook``, or failing
+  any known type there the Helm ``helm.sh/hook``) once per phase it names (pkg/sync/hook/hook.go,
+  pkg/sync/sync_phase.go syncPhases).
+- **When.** One task per (object, phase), sorted by phase (PreSync, Sync, PostSync), wave
+  (``argocd.argoproj.io/sync-wave`` read by Go's strconv.Atoi, else ``helm.sh/hook-weight``, else
+  0), kind (Helm's install order, any other kind after it) and name (pkg/sync/sync_tasks.go Less);
+  then a Namespace moves up to the first task in it, and a CRD to the first object of its kind,
+  taking that task's phase and wave (syncTasks.Sort, adjustDeps). Each (phase, wave) is one step:
+  the next starts once every object of this one is Healthy (pkg/sync/sync_context.go Sync).
+- **Ties.** Less orders nothing further and sort.Sort is not stable, so among tasks equal in all
+  four Argo CD's order changes from sync to sync; the render breaks the tie by group, kind and
+  namespace, one of the orders Argo CD may take.
 - **Applications.** An Application (or ApplicationSet) is a resource of the Application whose
-  render holds it, so the root app syncs its children in this same order, one step at a time,
-  and waits for each step to be Healthy; for an Application only the argocd-cm health check
+  render holds it, so the root app syncs its children in this same order and waits for each step
+  to be Healthy; for an Application only the argocd-cm health check
   ``resource.customizations.health.argoproj.io_Application`` says so (Argo CD assesses no
   Application health since 1.8: argo-cd/gitops-engine@v3.6.2:pkg/health/health.go
-  GetHealthCheckFunc, docs/operator-manual/health.md "Argocd App"). The Applications an
-  ApplicationSet generates are not resources of any Application: they start when it is applied.
+  GetHealthCheckFunc). The Applications an ApplicationSet generates start when it is applied.
 
-What trainyard does not emulate is refused by name (:func:`problems`): hooks in this
-repository's Applications (trainyard's sync applies objects; it does not wait for a hook to
-complete or delete it by policy), ``SyncFail`` and ``PreDelete``/``PostDelete`` hooks, sync
-options read from an object's annotation that trainyard's sync does not follow, waves so far
-apart that Less's Go subtraction overflows, and annotations that are not strings.
+Refused by name (:func:`problems`), as no manifest of this repository needs them: hooks in this
+repository's Applications (trainyard's sync applies objects; it runs no hook), hook types other
+than PreSync, Sync, PostSync and Helm's install and upgrade hooks (SyncFail, Skip, PreDelete,
+PostDelete, unknown ones), object sync options other than Prune/Delete (trainyard's sync never
+prunes or deletes) and Replace/Force, waves so far apart that Less's Go subtraction overflows, and
+annotations that are not strings.
 """
 
 from __future__ import annotations
@@ -52,26 +44,15 @@ if TYPE_CHECKING:
 # argo-cd/gitops-engine@v3.6.2:pkg/sync/common/types.go
 SYNC_OPTIONS = "argocd.argoproj.io/sync-options"
 HOOK = "argocd.argoproj.io/hook"
-HOOK_DELETE_POLICY = "argocd.argoproj.io/hook-delete-policy"
 HELM_HOOK = "helm.sh/hook"  # pkg/sync/hook/helm/type.go
 HELM_HOOK_WEIGHT = "helm.sh/hook-weight"  # pkg/sync/hook/helm/weight.go
-HELM_DELETE_POLICY = "helm.sh/hook-delete-policy"  # pkg/sync/hook/helm/delete_policy.go
 APP_HEALTH_KEY = "resource.customizations.health.argoproj.io_Application"
 
-# common/types.go NewHookType: the hook types gitops-engine knows
-HOOK_TYPES = ("PreSync", "Sync", "PostSync", "SyncFail", "Skip")
-# sync_tasks.go syncPhaseOrder
-PHASE_ORDER = {"PreSync": -1, "Sync": 0, "PostSync": 1, "SyncFail": 2}
-# helm/type.go hookTypes: the Helm hooks Argo CD maps to a phase (others, e.g. test, are garbage)
+# sync_tasks.go syncPhaseOrder, less SyncFail (refused): the hook types followed
+PHASE_ORDER = {"PreSync": -1, "Sync": 0, "PostSync": 1}
+# helm/type.go hookTypes: the Helm hooks Argo CD maps to a phase (cert-manager's chart uses post-install)
 HELM_HOOK_TYPES = {"pre-install": "PreSync", "pre-upgrade": "PreSync", "post-upgrade": "PostSync",
                    "post-install": "PostSync"}  # fmt: skip
-# common/types.go NewHookDeletePolicy; helm/delete_policy.go hookDeletePolicies
-DELETE_POLICIES = ("HookSucceeded", "HookFailed", "BeforeHookCreation")
-HELM_DELETE_POLICIES = {"before-hook-creation": "BeforeHookCreation", "hook-succeeded": "HookSucceeded",
-                        "hook-failed": "HookFailed"}  # fmt: skip
-# argo-cd@v3.6.2:controller/hook.go hookTypeAnnotations: deletion hooks, not sync phases
-DELETE_HOOKS = {"PreDelete": {HOOK: "PreDelete", HELM_HOOK: "pre-delete"},
-                "PostDelete": {HOOK: "PostDelete", HELM_HOOK: "post-delete"}}  # fmt: skip
 
 # sync_tasks.go kindOrder (Helm's install order); a kind not listed (custom resources) ranks 0, last
 KIND_ORDER = [
@@ -85,27 +66,13 @@ KIND_ORDER = [
 ]  # fmt: skip
 KIND_RANK = {k: i - len(KIND_ORDER) for i, k in enumerate(KIND_ORDER)}
 
-# Per-object sync options (argocd.argoproj.io/sync-options) gitops-engine and the application
-# controller read (sync_context.go, controller/state.go, controller/appcontroller.go), and what
-# trainyard's sync does with each.
-FOLLOWED_OPTIONS = {
-    "Prune=false": "pruning only: trainyard's sync never prunes",
-    "Prune=confirm": "pruning only: trainyard's sync never prunes",
-    "PruneLast=true": "pruning only: trainyard's sync never prunes",
-    "Delete=false": "deleting the Application only: trainyard's sync never deletes",
-    "Delete=confirm": "deleting the Application only: trainyard's sync never deletes",
-    "ServerSideApply=true": "applied server-side (sync_context.go shouldUseServerSideApply)",
-    "ServerSideApply=false": "applied client-side (sync_context.go shouldUseServerSideApply)",
-    # sync_context.go applyObject: with Replace=true an object that is not there yet is created
-    # (CreateResource), and Force=true only changes what happens to one that is; trainyard's sync
-    # fills an empty cluster
-    "Replace=true": "created, not applied (sync_context.go applyObject)",
-    "Force=true": "an object that does not exist yet is applied or created as without it",
-}
-NOT_EMULATED_OPTIONS = {
-    "Validate=false": "kubectl --validate=false (sync_context.go processCreateTasks)",
-    "SkipDryRunOnMissingResource=true": "no dry run while the kind is not served (sync_context.go getSyncTasks)",
-}
+# Per-object sync options (argocd.argoproj.io/sync-options) trainyard's sync follows: Prune/Delete
+# only matter when pruning or deleting, which it never does; Replace=true creates an object not
+# there yet and Force=true changes only what happens to a live one (sync_context.go applyObject),
+# and the sync fills an empty cluster. Others Argo CD reads are refused by name.
+FOLLOWED_OPTIONS = ("Prune=false", "Prune=confirm", "Delete=false", "Delete=confirm", "Replace=true", "Force=true")
+NOT_EMULATED_OPTIONS = ("ServerSideApply=true", "ServerSideApply=false", "PruneLast=true", "Validate=false",
+                        "SkipDryRunOnMissingResource=true")  # fmt: skip
 # Whitespace Go's strings.TrimSpace removes (unicode.IsSpace); Python's str.strip removes more (\x1c-\x1f).
 _GO_SPACE = "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"  # noqa: E501
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -115,10 +82,8 @@ INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 # Reading annotations
 
 
-# Go's strconv.Atoi and unstructured.GetAnnotations live with the objects (rendered.py), which
-# reads an object's wave with them
-go_atoi = rendered.go_atoi
-annotations = rendered.go_annotations
+# Go's strconv.Atoi, unstructured.GetAnnotations and syncwaves/waves.go Wave live with the objects
+go_atoi, annotations, wave = rendered.go_atoi, rendered.go_annotations, rendered.wave_of
 
 
 def annotation_csvs(value: str | None) -> list[str]:
@@ -132,103 +97,46 @@ def annotation_csvs(value: str | None) -> list[str]:
     return out
 
 
-def option_value(ann: dict[str, str], key: str) -> str | None:
-    """annotations.go GetAnnotationOptionValue: the value of the first ``key=`` item."""
-    for item in annotation_csvs(ann.get(SYNC_OPTIONS)):
-        if item.startswith(key + "="):
-            return item[len(key) + 1 :]
-    return None
-
-
 def has_option(ann: dict[str, str], option: str) -> bool:
     """annotations.go HasAnnotationOption."""
     return option in annotation_csvs(ann.get(SYNC_OPTIONS))
 
 
-def wave(ann: dict[str, str]) -> int:
-    """pkg/sync/syncwaves/waves.go Wave (rendered.wave_of)."""
-    return rendered.wave_of(ann)
-
-
 def hook_types(ann: dict[str, str]) -> list[str]:
-    """hook/hook.go Types: the known types of argocd.argoproj.io/hook; when it names none, the
+    """hook/hook.go Types: the followed types of argocd.argoproj.io/hook; when it names none, the
     phases of the Helm hooks helm.sh/hook names (Argo CD's annotation wins over Helm's)."""
-    types = [t for t in annotation_csvs(ann.get(HOOK)) if t in HOOK_TYPES]
+    types = [t for t in annotation_csvs(ann.get(HOOK)) if t in PHASE_ORDER]
     if not types:
         types = [HELM_HOOK_TYPES[t] for t in annotation_csvs(ann.get(HELM_HOOK)) if t in HELM_HOOK_TYPES]
     return types
 
 
-def skip(ann: dict[str, str]) -> bool:
-    """hook/hook.go Skip: ``Skip`` is the only type."""
-    types = hook_types(ann)
-    return "Skip" in types and len(types) == 1
-
-
 def is_hook(ann: dict[str, str]) -> bool:
-    """hook/hook.go IsHook: argocd.argoproj.io/hook present (any value) and not Skip; else
+    """hook/hook.go IsHook (Skip is refused): argocd.argoproj.io/hook present (any value); else
     helm.sh/hook present and not ``crd-install`` (hook/helm/hook.go IsHook)."""
-    if HOOK in ann:
-        return not skip(ann)
-    return HELM_HOOK in ann and ann[HELM_HOOK] != "crd-install"
+    return HOOK in ann or (HELM_HOOK in ann and ann[HELM_HOOK] != "crd-install")
 
 
-def ignored(ann: dict[str, str]) -> bool:
-    """pkg/sync/ignore/ignore.go Ignore: a hook of no known type is left out altogether."""
-    return is_hook(ann) and not hook_types(ann)
+def unfollowed_hook_types(ann: dict[str, str]) -> list[str]:
+    """The hook types named that trainyard does not follow (all refused by name)."""
+    if not is_hook(ann):
+        return []
+    out = [t for t in annotation_csvs(ann.get(HOOK)) if t not in PHASE_ORDER]
+    out += [t for t in annotation_csvs(ann.get(HELM_HOOK)) if t not in HELM_HOOK_TYPES]
+    return out if out or hook_types(ann) else ["(none)"]
 
 
 def sync_phases(ann: dict[str, str]) -> list[str]:
-    """sync_phase.go syncPhases, in phase order: none for Skip, each sync phase a hook names
-    (once; Skip and unknown types add none), Sync for any other object."""
-    if skip(ann):
-        return []
+    """sync_phase.go syncPhases, in phase order: each phase a hook names (once), Sync for any
+    other object."""
     if is_hook(ann):
-        return sorted({t for t in hook_types(ann) if t in PHASE_ORDER}, key=PHASE_ORDER.__getitem__)
+        return sorted(set(hook_types(ann)), key=PHASE_ORDER.__getitem__)
     return ["Sync"]
-
-
-def delete_hook_types(ann: dict[str, str]) -> list[str]:
-    """controller/hook.go isHookOfType: PreDelete/PostDelete, in either annotation."""
-    found = []
-    for hook_type, values in DELETE_HOOKS.items():
-        for key, value in values.items():
-            if key in ann and value in [item.strip(_GO_SPACE) for item in ann[key].split(",")]:
-                found.append(hook_type)
-                break
-    return found
-
-
-def in_sync(ann: dict[str, str]) -> bool:
-    """Whether gitops-engine gets the object at all: not a deletion hook without a sync phase
-    (controller/state.go partitionTargetObjsForSync) and not ignored (reconcile.go splitHooks)."""
-    if delete_hook_types(ann) and not any(t in PHASE_ORDER for t in hook_types(ann)):
-        return False
-    return not ignored(ann)
-
-
-def delete_policies(ann: dict[str, str]) -> list[str]:
-    """hook/delete_policy.go DeletePolicies: Argo CD's, then Helm's, BeforeHookCreation by default."""
-    out = [p for p in annotation_csvs(ann.get(HOOK_DELETE_POLICY)) if p in DELETE_POLICIES]
-    out += [HELM_DELETE_POLICIES[p] for p in annotation_csvs(ann.get(HELM_DELETE_POLICY)) if p in HELM_DELETE_POLICIES]
-    return out or ["BeforeHookCreation"]
-
-
-def server_side(resource: Resource, app_level: bool) -> bool:
-    """sync_context.go shouldUseServerSideApply for a real (not dry) run."""
-    ann = annotations(resource.doc)
-    if has_option(ann, "ServerSideApply=false"):
-        return False
-    return app_level or has_option(ann, "ServerSideApply=true")
 
 
 def replace(resource: Resource) -> bool:
     """sync_context.go applyObject shouldReplace, from the object's own sync options."""
     return has_option(annotations(resource.doc), "Replace=true")
-
-
-def resource_is_hook(resource: Resource) -> bool:
-    return is_hook(annotations(resource.doc))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -243,7 +151,6 @@ class Task:
     phase: str = "Sync"
     wave: int = 0  # syncwaves.Wave, or the wave adjustDeps gave it
     namespace: str = ""  # metadata.namespace, else the destination's (getSyncTasks sets it on every object)
-    hook: bool = False
 
     @property
     def kind(self) -> str:
@@ -270,24 +177,13 @@ class Step:
     apps: list[AppRender] = field(default_factory=list)
 
 
-def sort_key(r: Resource) -> tuple:
-    """Less for an object's first phase (before adjustDeps: :func:`order` gives the final order)."""
-    ann = annotations(r.doc)
-    phases = sync_phases(ann)
-    phase = phases[0] if phases else "Sync"
-    return (PHASE_ORDER[phase], wave(ann), KIND_RANK.get(r.kind, 0), r.name, r.group, r.kind, r.namespace or "")
-
-
 def tasks(resources: Iterable[Resource], namespace: str = "") -> list[Task]:
     """The sync tasks of ``resources`` (one Application's, destination ``namespace``) in the order
     gitops-engine runs them (sync_context.go getSyncTasks, syncTasks.Sort)."""
     out = []
     for r in resources:
         ann = annotations(r.doc)
-        if not in_sync(ann):
-            continue
-        hook, w, ns = is_hook(ann), wave(ann), r.namespace or namespace
-        out.extend(Task(r, phase, w, ns, hook) for phase in sync_phases(ann))
+        out.extend(Task(r, phase, wave(ann), r.namespace or namespace) for phase in sync_phases(ann))
     return sort_tasks(out)
 
 
@@ -350,11 +246,11 @@ def steps(items: list[Task]) -> list[Step]:
 
 def order(resources: Iterable[Resource], namespace: str = "") -> list[Resource]:
     """What one sync of an Application applies, in order: each object once, at its first task;
-    SyncFail-only hooks (run only when a sync fails) and objects with no task are left out."""
+    objects with no task are left out."""
     out: list[Resource] = []
     seen: set[int] = set()
     for t in tasks(resources, namespace):
-        if t.phase != "SyncFail" and id(t.resource) not in seen:
+        if id(t.resource) not in seen:
             seen.add(id(t.resource))
             out.append(t.resource)
     return out
@@ -471,46 +367,26 @@ def object_problems(r: Resource, *, synced_here: bool) -> list[Problem]:
                 )
             )
             break  # the first unreadable one explains the wave
-    deletion = delete_hook_types(ann)
-    if deletion:
+    unfollowed = unfollowed_hook_types(ann)
+    if unfollowed:
+        key = HOOK if HOOK in ann and unfollowed[0] not in annotation_csvs(ann.get(HELM_HOOK)) else HELM_HOOK
         out.append(
             error(
                 where,
-                f"{'/'.join(deletion)} hook: Argo CD runs it when the Application is deleted (argo-cd@v3.6.2 "
-                "controller/hook.go), which trainyard does not emulate",
+                f"{key} {_short(ann[key])}: hook type {_short(unfollowed[0])} is not followed by trainyard (it "
+                "follows PreSync, Sync, PostSync; Helm: pre-install, pre-upgrade, post-install, post-upgrade); "
+                "SyncFail, Skip, PreDelete and PostDelete hooks are not emulated",
                 obj,
             )
         )
-    elif ignored(ann):
-        value = ann.get(HOOK) if HOOK in ann else ann.get(HELM_HOOK, "")
-        key = HOOK if HOOK in ann else HELM_HOOK
-        out.append(
-            warning(
-                where,
-                f"{key} {_short(value)} names no hook type Argo CD knows (PreSync, Sync, PostSync, SyncFail, Skip; "
-                "Helm: pre-install, pre-upgrade, post-install, post-upgrade): Argo CD never applies the object "
-                "(gitops-engine ignore.go Ignore)",
-                obj,
-            )
-        )
-    phases = sync_phases(ann) if in_sync(ann) else []
-    if "SyncFail" in phases:
-        out.append(
-            error(
-                where,
-                "SyncFail hook: Argo CD runs it only when a sync fails (gitops-engine sync_context.go "
-                "executeSyncFailPhase), which trainyard does not emulate",
-                obj,
-            )
-        )
+    phases = sync_phases(ann)
     if is_hook(ann) and phases and synced_here:
-        policies = ", ".join(delete_policies(ann))
         out.append(
             error(
                 where,
-                f"Argo CD resource hook ({', '.join(phases)}; delete policy {policies}): trainyard's sync "
-                "(trainyard/cluster/sync.py) applies objects and does not run hooks (waiting for one to "
-                "complete, the hook finalizer, hook-delete-policy); make it a plain object or leave it out",
+                f"Argo CD resource hook ({', '.join(phases)}): trainyard's sync (trainyard/cluster/sync.py) applies "
+                "objects and does not run hooks (waiting for one to complete, the hook finalizer, "
+                "hook-delete-policy); make it a plain object or leave it out",
                 obj,
             )
         )
@@ -527,24 +403,12 @@ def object_problems(r: Resource, *, synced_here: bool) -> list[Problem]:
         if item in FOLLOWED_OPTIONS:
             continue
         if item in NOT_EMULATED_OPTIONS:
-            out.append(
-                error(
-                    where,
-                    f"{SYNC_OPTIONS} {item}: {NOT_EMULATED_OPTIONS[item]}, which trainyard's sync "
-                    "(trainyard/cluster/sync.py) does not emulate",
-                    obj,
-                )
-            )
+            what = f"{SYNC_OPTIONS} {item} is not emulated by trainyard's sync (trainyard/cluster/sync.py)"
         else:
-            known = ", ".join([*FOLLOWED_OPTIONS, *NOT_EMULATED_OPTIONS])
-            out.append(
-                error(
-                    where,
-                    f"{SYNC_OPTIONS} {_short(item)} is no sync option Argo CD reads from an object (it reads {known}; "
-                    "the others belong in an Application's spec.syncPolicy.syncOptions), so Argo CD ignores it",
-                    obj,
-                )
-            )
+            what = (f"{SYNC_OPTIONS} {_short(item)} is no sync option Argo CD reads from an object (it reads "
+                    f"{', '.join([*FOLLOWED_OPTIONS, *NOT_EMULATED_OPTIONS])}; others belong in an Application's "
+                    "spec.syncPolicy.syncOptions)")  # fmt: skip
+        out.append(error(where, what, obj))
     return out
 
 
@@ -568,13 +432,6 @@ def _overflow(resources: list[Resource], what: str) -> list[Problem]:
     ]
 
 
-def _argocd_cm(render: ClusterRender) -> Resource | None:
-    for r in render.resources():
-        if r.kind == "ConfigMap" and r.group == "" and r.name == "argocd-cm" and r.namespace == "argocd":
-            return r
-    return None
-
-
 def problems(render: ClusterRender) -> list[Problem]:
     """Everything in ``render`` that trainyard's emulation of the sync order does not follow."""
     out: list[Problem] = []
@@ -591,7 +448,8 @@ def problems(render: ClusterRender) -> list[Problem]:
     # the root waits for a step's Applications only where argocd-cm assesses their health
     gated = [s for s in steps(tasks(render.root, _root_namespace(render)))
              if any(t.kind == "Application" and t.resource.group == ARGO_GROUP for t in s.tasks)]  # fmt: skip
-    cm = _argocd_cm(render)
+    cm = next((r for r in render.resources() if (r.group, r.kind, r.namespace, r.name) == ("", "ConfigMap", "argocd",
+               "argocd-cm")), None)  # fmt: skip
     data = cm.doc.get("data") if cm is not None else None
     if len(gated) > 1 and not (isinstance(data, dict) and data.get(APP_HEALTH_KEY)):
         later = next(t.resource for t in gated[1].tasks if t.kind == "Application")

@@ -84,24 +84,19 @@ def test_fuzz_render_fails_only_with_template_errors(tmpl):
 
 
 @pytest.mark.parametrize(
-    ("existing", "sync_policy", "expected"),
+    ("existing", "expected"),
     [
-        # utils_test.go TestRenderTemplateParamsFinalizers
-        (["existing-finalizer"], None, ["existing-finalizer"]),
-        (["resources-finalizer.argocd.argoproj.io/background"], None,
-         ["resources-finalizer.argocd.argoproj.io/background"]),
-        (None, None, [FINALIZER]),
-        ([FINALIZER], None, [FINALIZER]),
-        ([], None, [FINALIZER]),
-        (None, {}, [FINALIZER]),
-        (None, {"preserveResourcesOnDeletion": True}, None),
-        (["resources-finalizer.argocd.argoproj.io/background"], {"preserveResourcesOnDeletion": True},
-         ["resources-finalizer.argocd.argoproj.io/background"]),
+        # utils_test.go TestRenderTemplateParamsFinalizers, without preserveResourcesOnDeletion (refused)
+        (["existing-finalizer"], ["existing-finalizer"]),
+        (["resources-finalizer.argocd.argoproj.io/background"], ["resources-finalizer.argocd.argoproj.io/background"]),
+        (None, [FINALIZER]),
+        ([FINALIZER], [FINALIZER]),
+        ([], [FINALIZER]),
     ],
-)  # fmt: skip
-def test_default_finalizer(existing, sync_policy, expected):
+)
+def test_default_finalizer(existing, expected):
     template = {"metadata": {} if existing is None else {"finalizers": existing}, "spec": {"project": ""}}
-    app = appset.render_template_params(template, sync_policy, "jobs/a")
+    app = appset.render_template_params(template, "jobs/a")
     assert app["metadata"].get("finalizers") == expected
 
 
@@ -252,11 +247,6 @@ def test_the_listing_of_the_working_tree_skips_hidden_folders(repo):
     assert [a.name for a in appset.generate_applications(_appset(), repo)] == ["a"]
 
 
-def test_preserve_resources_on_deletion_drops_the_default_finalizer(repo):
-    apps = appset.generate_applications(_appset(syncPolicy={"preserveResourcesOnDeletion": True}), repo, DIRS)
-    assert "finalizers" not in apps[0].doc["metadata"]
-
-
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -264,8 +254,8 @@ def test_preserve_resources_on_deletion_drops_the_default_finalizer(repo):
         ({"strategy": {"type": "RollingSync"}}, r"spec\.strategy \(progressive syncs"),
         ({"preservedFields": {"labels": ["a"]}}, r"spec\.preservedFields .*live Applications"),
         ({"ignoreApplicationDifferences": [{"jsonPointers": ["/spec"]}]}, r"spec\.ignoreApplicationDifferences"),
-        ({"syncPolicy": {"applicationsSync": "create-only"}}, r"applicationsSync 'create-only'"),
-        ({"syncPolicy": {"preserveResourcesOnDeletion": "yes"}}, "must be true or false"),
+        ({"syncPolicy": {"applicationsSync": "create-only"}}, r"spec\.syncPolicy \(applicationsSync and pres"),
+        ({"syncPolicy": {"preserveResourcesOnDeletion": True}}, r"spec\.syncPolicy .* is not rendered offline"),
         ({"goTemplate": "true"}, "only goTemplate: true is rendered offline"),
         ({"goTemplate": False}, r"fasttemplate, Argo CD's default, is not"),
         ({"goTemplateOptions": ["missingkey=zero"]}, "only missingkey=error"),
@@ -311,7 +301,7 @@ def test_git_generator_fields_not_rendered_are_refused_by_name(repo, git, messag
 
 def test_harmless_fields_render_the_same(repo):
     plain = appset.generate_applications(_appset(), repo, DIRS)
-    extra = _appset(applyNestedSelectors=True, syncPolicy={"applicationsSync": "sync"}, strategy=None,
+    extra = _appset(applyNestedSelectors=True, syncPolicy={}, strategy=None,
                     git={"requeueAfterSeconds": 30, "template": {"metadata": {}, "spec": {}}, "revision": "HEAD",
                          "values": None})  # fmt: skip
     assert [a.doc for a in appset.generate_applications(extra, repo, DIRS)] == [a.doc for a in plain]

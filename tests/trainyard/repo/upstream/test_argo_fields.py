@@ -213,13 +213,6 @@ def test_unknown_application_sync_options_are_named(option, said):
     assert said in (argo_fields.sync_option_problem(option) or "")
 
 
-def test_resource_sync_options():
-    assert argo_fields.sync_option_problem("Prune=false", resource=True) is None
-    assert argo_fields.sync_option_problem("Force=true", resource=True) is None
-    said = argo_fields.sync_option_problem("CreateNamespace=true", resource=True) or ""
-    assert "read only in an Application's spec.syncPolicy.syncOptions" in said
-
-
 # --- hostile input: always an answer, never a traceback ---------------------------------------------
 
 

@@ -106,7 +106,7 @@ def _strict(schema: dict) -> dict:
 def test_every_rendered_monitor_and_rule_passes_the_operators_crd_schemas(report):
     crds = {
         (d["spec"]["names"]["kind"], v["name"]): v["schema"]["openAPIV3Schema"]
-        for d in upstream.prometheus_operator_crds()
+        for d in upstream.bootstrap_crds(True)
         for v in d["spec"]["versions"]
         if v["served"]
     }
@@ -122,7 +122,7 @@ def test_every_rendered_monitor_and_rule_passes_the_operators_crd_schemas(report
 
 def test_the_schema_check_refuses_a_misspelt_field(report):
     pm = next(r for r in monitors(report, "dev") if r.kind == "PodMonitor")
-    (crd,) = [d for d in upstream.prometheus_operator_crds() if d["spec"]["names"]["kind"] == "PodMonitor"]
+    (crd,) = [d for d in upstream.bootstrap_crds(True) if d["spec"]["names"]["kind"] == "PodMonitor"]
     schema = _strict(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
     doc = {**pm.doc, "spec": {**pm.doc["spec"], "podMetricEndpoints": []}}
     with pytest.raises(jsonschema.ValidationError, match="podMetricEndpoints"):

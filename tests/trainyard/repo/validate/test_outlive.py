@@ -63,7 +63,6 @@ def test_benign_options_pass(repo_copy):
     """Positive control: options that change how an object is applied or compared, and a later
     ``Delete=`` item that Argo CD never reads (the first one wins), keep nothing."""
     benign = {
-        "ssa": _configmap("ssa", {OPTIONS: "ServerSideApply=true,PruneLast=true"}),
         "first-wins": _configmap("first-wins", {OPTIONS: "Replace=true"}),
         "compare": _configmap("compare", {"argocd.argoproj.io/compare-options": "IgnoreExtraneous"}),
         "helm-other": _configmap("helm-other", {"helm.sh/resource-policy": "delete"}),
@@ -104,3 +103,10 @@ def test_the_first_delete_and_prune_items_decide(items, sep):
         if first in (f"{option}=false", f"{option}=confirm"):
             want.append(first)
     assert found == want
+
+
+def test_options_the_sync_does_not_emulate_are_refused_by_name(repo_copy):
+    errors = _with_objects(repo_copy, {"ssa": _configmap("ssa", {OPTIONS: "ServerSideApply=true,PruneLast=true"})})
+    mine = [e for e in errors if "ssa.yaml" in e]
+    for option in ("ServerSideApply=true", "PruneLast=true"):
+        assert any(f"{OPTIONS} {option} is not emulated by trainyard's sync" in e for e in mine), mine
