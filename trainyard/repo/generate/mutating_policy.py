@@ -67,6 +67,8 @@ from trainyard.contract.names import (
     SHM_VOLUME,
 )
 from trainyard.contract.networks import RESERVED_INTERFACES
+from trainyard.repo.generate import cel_jsonpatch as cel
+from trainyard.repo.generate.cel_jsonpatch import homogeneous
 from trainyard.repo.model import rendered_facts
 from webhook.policy import CompiledProfile, PolicySet
 
@@ -97,149 +99,6 @@ LIMITS = {
 
 
 # ---------------------------------------------------------------------------------------------
-# CEL building blocks
-
-
-def _q(text: str) -> str:
-    """A CEL string literal (single quotes; the project's CEL never needs a backslash)."""
-    if "'" in text or "\\" in text or "\n" in text:
-        raise ValueError(f"{text!r} cannot be written as a plain CEL string literal")
-    return f"'{text}'"
-
-
-def _lit(value: object) -> str:
-    """A CEL literal for a JSON-like value."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, str):
-        return _q(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_lit(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{_q(k)}: {_lit(v)}" for k, v in value.items()) + "}"
-    raise ValueError(f"no CEL literal for {value!r}")
-
-
-_OPEN, _CLOSE = "([{", ")]}"
-
-
-def homogeneous(expression: str) -> str:
-    """``expression`` with every value of every map literal wrapped in ``dyn()``.
-
-    kube-apiserver type-checks admission CEL with homogeneous aggregate literals
-    (k8s.io/apiserver@v0.36.3 pkg/cel/environment/base.go: cel.HomogeneousAggregateLiterals): a map
-    literal whose values differ in type, such as a toleration's strings and its tolerationSeconds,
-    does not compile, and neither does a list of such maps. ``dyn()`` is the identity at run time
-    and makes every value one type. A ``{`` right after a name opens a message (``JSONPatch{...}``),
-    whose fields are typed, and is left as it is. The project's CEL strings hold no quote of their
-    own kind (:func:`_q`)."""
-    out: list[str] = []
-    stack: list[bool] = []  # per open bracket: is it a map literal
-    value_start: list[int | None] = []  # in a map literal: where in out the current value starts
-    quote = ""
-    for i, ch in enumerate(expression):
-        if quote:
-            out.append(ch)
-            if ch == quote:
-                quote = ""
-            continue
-        if ch in "'\"":
-            quote = ch
-            out.append(ch)
-            continue
-        if ch in _OPEN:
-            before = expression[:i].rstrip()
-            is_map = ch == "{" and not (before and (before[-1].isalnum() or before[-1] in "_."))
-            stack.append(is_map)
-            value_start.append(None)
-            out.append(ch)
-            continue
-        in_map = bool(stack) and stack[-1]
-        if in_map and ch == ":" and value_start[-1] is None:
-            out.append(": ")
-            value_start[-1] = len(out)
-            continue
-        if in_map and ch in ",}" and value_start[-1] is not None:
-            start = value_start[-1]
-            value = "".join(out[start:]).strip()
-            del out[start:]
-            out.append(f"dyn({value})")
-            value_start[-1] = None
-        if ch in _CLOSE:
-            if not stack:
-                raise ValueError(f"unbalanced CEL expression: {expression[:80]!r}")
-            stack.pop()
-            value_start.pop()
-        out.append(ch)
-    if quote or stack:
-        raise ValueError(f"unbalanced CEL expression: {expression[:80]!r}")
-    return "".join(out)
-
-
-def _patch(op: str, path: str, value: str | None = None) -> str:
-    """A ``JSONPatch{...}`` value (path and value are CEL expressions)."""
-    tail = "" if value is None else f", value: {value}"
-    return f"JSONPatch{{op: {_q(op)}, path: {path}{tail}}}"
-
-
-def _has_chain(obj: str, keys: tuple[str, ...]) -> list[str]:
-    """has() of each successive key: ['has(o.a)', 'has(o.a.b)', ...]."""
-    out, node = [], obj
-    for key in keys:
-        node = f"{node}.{key}"
-        out.append(f"has({node})")
-    return out
-
-
-def _nested(keys: tuple[str, ...], leaf: str) -> str:
-    value = leaf
-    for key in reversed(keys):
-        value = f"{{{_q(key)}: {value}}}"
-    return value
-
-
-def _pointer(path: str, keys: tuple[str, ...], tail: str = "") -> str:
-    """A CEL string expression: ``path`` (itself a CEL expression) followed by ``/key...`` and ``tail``."""
-    suffix = "".join("/" + k for k in keys) + tail
-    return f"{path} + {_q(suffix)}" if suffix else path
-
-
-def _extend(obj: str, path: str, keys: tuple[str, ...], items: str) -> str:
-    """engine._extend in CEL: append the list ``items`` to ``obj.keys...``, creating what is missing
-    with one nested ``add`` at the first missing level (``path``: a CEL string expression, the JSON
-    pointer of ``obj``). has() is asked level by level, so a missing parent is never selected."""
-    has = _has_chain(obj, keys)
-    append = _patch("add", _pointer(path, keys, "/-"), "x")
-    expr = f"{items}.map(x, {append})"
-    for depth in reversed(range(len(keys))):
-        create = _patch("add", _pointer(path, keys[: depth + 1]), _nested(keys[depth + 1 :], items))
-        expr = f"!{has[depth]} ? [{create}] : ({expr})"
-    return f"(size({items}) == 0 ? [] : ({expr}))"
-
-
-def _merge_keys(obj: str, path: str, keys: tuple[str, ...], entries: list[tuple[str, str, str]]) -> str:
-    """engine._merge in CEL for a map whose keys are known here: ``entries`` (condition, key, value)
-    adds each key whose condition holds. A missing parent is created as an empty map first (CEL
-    cannot build a map of only some keys), then each key is added: the same pod as the engine's
-    one nested ``add``."""
-    if not entries:
-        return "[]"
-    wanted = " || ".join(f"({c})" for c, _, _ in entries)
-    has = _has_chain(obj, keys)
-    creates = "[]"
-    for depth in reversed(range(len(keys))):
-        ops = ", ".join(_patch("add", _pointer(path, keys[: d + 1]), "{}") for d in range(depth, len(keys)))
-        creates = f"(!{has[depth]} ? [{ops}] : {creates})"
-    adds = []
-    for cond, key, value in entries:
-        target = f"{_pointer(path, keys, '/')} + jsonpatch.escapeKey({_q(key)})"
-        adds.append(f"({cond} ? [{_patch('add', target, value)}] : [])")
-    return f"(({wanted}) ? {creates} + {' + '.join(adds)} : [])"
-
-
-# ---------------------------------------------------------------------------------------------
 # The policy of one profile
 
 
@@ -254,20 +113,20 @@ def _fraction(value: float) -> tuple[int, int]:
 
 
 def _is_trainer(container: str, pattern: str) -> str:
-    return f"(has({container}.image) && {container}.image.matches({_q(pattern)}))"
+    return f"(has({container}.image) && {container}.image.matches({cel.q(pattern)}))"
 
 
 def _quantity_of(container: str, section: str, name: str) -> str:
     res = f"{container}.resources"
-    return f"has({res}) && has({res}.{section}) && {_q(name)} in {res}.{section}"
+    return f"has({res}) && has({res}.{section}) && {cel.q(name)} in {res}.{section}"
 
 
 def _resource(container: str, name: str) -> str:
     """engine._resource as an int: the limit, else the request, else 0."""
     lim, req = _quantity_of(container, "limits", name), _quantity_of(container, "requests", name)
     return (
-        f"({lim} ? quantity({container}.resources.limits[{_q(name)}]).asInteger() : "
-        f"({req} ? quantity({container}.resources.requests[{_q(name)}]).asInteger() : 0))"
+        f"({lim} ? quantity({container}.resources.limits[{cel.q(name)}]).asInteger() : "
+        f"({req} ? quantity({container}.resources.requests[{cel.q(name)}]).asInteger() : 0))"
     )
 
 
@@ -285,14 +144,14 @@ def _shm_mount(container: str) -> str:
     """A mount of ``container`` at /dev/shm (engine._shm_mount: the path without trailing '/')."""
     return (
         f"(has({container}.volumeMounts) && {container}.volumeMounts.exists(m, has(m.mountPath) && "
-        f"m.mountPath.matches({_q('^' + SHM_PATH + '/*$')})))"
+        f"m.mountPath.matches({cel.q('^' + SHM_PATH + '/*$')})))"
     )
 
 
 def _shm_mount_name(container: str) -> str:
     return (
         f"{container}.volumeMounts.filter(m, has(m.mountPath) && "
-        f"m.mountPath.matches({_q('^' + SHM_PATH + '/*$')})).map(m, has(m.name) ? m.name : '')[0]"
+        f"m.mountPath.matches({cel.q('^' + SHM_PATH + '/*$')})).map(m, has(m.name) ? m.name : '')[0]"
     )
 
 
@@ -301,7 +160,7 @@ def _format_bytes(n: str) -> str:
     expr = f"string({n})"
     for suffix, power in (("Ki", 10), ("Mi", 20), ("Gi", 30), ("Ti", 40), ("Pi", 50), ("Ei", 60)):
         unit = 2**power
-        expr = f"({n} >= {unit} && {n} % {unit} == 0 ? string({n} / {unit}) + {_q(suffix)} : {expr})"
+        expr = f"({n} >= {unit} && {n} % {unit} == 0 ? string({n} / {unit}) + {cel.q(suffix)} : {expr})"
     return expr
 
 
@@ -309,7 +168,7 @@ def _tolerated(toleration: dict) -> str:
     """engine._tolerated for one profile toleration, over the pod's existing ones (t)."""
     key = toleration.get("key")
     exists = "((!has(t.key) || t.key == '') && has(t.operator) && t.operator == 'Exists')"
-    same = f"(has(t.key) && t.key == {_q(key)})" if key else "!has(t.key)"
+    same = f"(has(t.key) && t.key == {cel.q(key)})" if key else "!has(t.key)"
     return f"(has(object.spec.tolerations) && object.spec.tolerations.exists(t, {same} || {exists}))"
 
 
@@ -330,25 +189,26 @@ def variables(profile: CompiledProfile) -> list[tuple[str, str]]:
         raise ValueError(f"profile {profile.name}: spec.networks names one network twice")
 
     def match(a: str, net) -> str:
-        wanted = _q(net.namespace) if net.namespace else "variables.ns"
-        return f"({a}.name == {_q(net.name)} && ({a}.namespace != '' ? {a}.namespace : variables.ns) == {wanted})"
+        wanted = cel.q(net.namespace) if net.namespace else "variables.ns"
+        return f"({a}.name == {cel.q(net.name)} && ({a}.namespace != '' ? {a}.namespace : variables.ns) == {wanted})"
 
     added = " + ".join(
         f"(variables.attachments.exists(a, {match('a', n)}) ? [] : "
-        f"[{{'name': {_q(n.name)}, 'namespace': {_q(n.namespace or '')}, 'interface': {_q(n.interface or '')}}}])"
+        f"[{{'name': {cel.q(n.name)}, 'namespace': {cel.q(n.namespace or '')}, "
+        f"'interface': {cel.q(n.interface or '')}}}])"
         for n in nets
     )
     fraction_p, fraction_q = _fraction(spec.shm.memory_limit_fraction)
     gpu = spec.gpu_resource
     wanted_env = [
-        f"{{'name': {_q(name)}, 'value': {'variables.interface' if value is None else _q(value)}, "
-        f"'enforced': {_lit(enforced)}}}"
+        f"{{'name': {cel.q(name)}, 'value': {'variables.interface' if value is None else cel.q(value)}, "
+        f"'enforced': {cel.lit(enforced)}}}"
         for name, value, enforced in profile.env_plan
     ]
     wanted_env += [
-        f"{{'name': {_q(ENV_FABRIC)}, 'value': {_q(profile.name)}, 'enforced': true}}",
-        f"{{'name': {_q(ENV_EXPECT_TRANSPORT)}, 'value': {_q(spec.transport)}, 'enforced': true}}",
-        f"{{'name': {_q(ENV_SHM_BYTES)}, 'value': string(variables.shmBytes), 'enforced': true}}",
+        f"{{'name': {cel.q(ENV_FABRIC)}, 'value': {cel.q(profile.name)}, 'enforced': true}}",
+        f"{{'name': {cel.q(ENV_EXPECT_TRANSPORT)}, 'value': {cel.q(spec.transport)}, 'enforced': true}}",
+        f"{{'name': {cel.q(ENV_SHM_BYTES)}, 'value': string(variables.shmBytes), 'enforced': true}}",
     ]
     shm_rule = (
         f"(variables.gpus * {spec.shm.per_gpu} < {spec.shm.max} ? variables.gpus * {spec.shm.per_gpu} : {spec.shm.max})"
@@ -358,9 +218,9 @@ def variables(profile: CompiledProfile) -> list[tuple[str, str]]:
         f"variables.memoryLimit * {fraction_p} / {fraction_q} : {shm_rule})"
     )
     job = " : ".join(
-        f"has(object.metadata.labels) && {_q(k)} in object.metadata.labels && "
+        f"has(object.metadata.labels) && {cel.q(k)} in object.metadata.labels && "
         # string(): kube-apiserver types a label's value dyn here, and a list literal is homogeneous
-        f"object.metadata.labels[{_q(k)}] != '' ? [{_q(k)}, string(object.metadata.labels[{_q(k)}])]"
+        f"object.metadata.labels[{cel.q(k)}] != '' ? [{cel.q(k)}, string(object.metadata.labels[{cel.q(k)}])]"
         for k in JOB_LABELS
     )
     out = [
@@ -394,7 +254,7 @@ def variables(profile: CompiledProfile) -> list[tuple[str, str]]:
         ),
         (
             "fabricClash",
-            f"variables.interfaces[variables.fabricAt] in {_lit(list(RESERVED_INTERFACES))} || "
+            f"variables.interfaces[variables.fabricAt] in {cel.lit(list(RESERVED_INTERFACES))} || "
             "lists.range(size(variables.interfaces)).exists(j, j != variables.fabricAt && "
             "variables.interfaces[j] == variables.interfaces[variables.fabricAt])",
         ),
@@ -429,8 +289,8 @@ def variables(profile: CompiledProfile) -> list[tuple[str, str]]:
         (
             "shmVolume",
             f"size(variables.shmMounts) > 0 ? variables.shmMounts[0] : "
-            f"lists.range(size(variables.volumes) + 1).map(n, n == 0 ? {_q(SHM_VOLUME)} : "
-            f"{_q(SHM_VOLUME + '-')} + string(n + 1)).filter(x, !variables.volumes.exists(v, has(v.name) && "
+            f"lists.range(size(variables.volumes) + 1).map(n, n == 0 ? {cel.q(SHM_VOLUME)} : "
+            f"{cel.q(SHM_VOLUME + '-')} + string(n + 1)).filter(x, !variables.volumes.exists(v, has(v.name) && "
             "v.name == x))[0]",
         ),
         (
@@ -449,7 +309,7 @@ def variables(profile: CompiledProfile) -> list[tuple[str, str]]:
         (
             "placedByKueue",
             f"has(object.spec.schedulingGates) && object.spec.schedulingGates.exists(g, has(g.name) && "
-            f"g.name == {_q(KUEUE_TOPOLOGY_GATE)})",
+            f"g.name == {cel.q(KUEUE_TOPOLOGY_GATE)})",
         ),
     ]
     return out
@@ -458,18 +318,18 @@ def variables(profile: CompiledProfile) -> list[tuple[str, str]]:
 def _group(group: str) -> tuple[str, str, str]:
     """(the index variable, the container at index i, its JSON pointer) of a container group."""
     idx = "variables.trainers" if group == "containers" else "variables.inits"
-    return idx, f"object.spec.{group}[i]", f"{_q('/spec/' + group + '/')} + string(i)"
+    return idx, f"object.spec.{group}[i]", f"{cel.q('/spec/' + group + '/')} + string(i)"
 
 
 def _env_ops(group: str) -> str:
     """engine._env for every trainer container of ``group``: enforced entries set where they differ
     (a valueFrom entry replaced whole), then the missing entries appended."""
     idx, c, base = _group(group)
-    entry = f"{base} + {_q('/env/')} + string(j)"
+    entry = f"{base} + {cel.q('/env/')} + string(j)"
     names = f"(has({c}.env) ? {c}.env.map(e, e.name) : [])"
     new = f"variables.env.filter(w, !(w.name in {names})).map(w, {{'name': w.name, 'value': w.value}})"
-    replace = _patch("replace", entry, "{'name': w.name, 'value': w.value}")
-    set_value = _patch("add", f"{entry} + {_q('/value')}", "w.value")
+    replace = cel.patch("replace", entry, "{'name': w.name, 'value': w.value}")
+    set_value = cel.patch("add", f"{entry} + {cel.q('/value')}", "w.value")
     already = (
         f"has({c}.env[j].value) && ({c}.env[j].value == w.value || "
         f"(w.value == variables.interface && {c}.env[j].value == '=' + w.value))"
@@ -479,7 +339,7 @@ def _env_ops(group: str) -> str:
         f"has({c}.env[j].valueFrom) ? [{replace}] : ({already} ? [] : [{set_value}])).flatten()"
     )
     enforce = f"(has({c}.env) ? lists.range(size({c}.env)).map(j, {per_entry}).flatten() : [])"
-    return f"{idx}.map(i, {enforce} + {_extend(c, base, ('env',), new)}).flatten()"
+    return f"{idx}.map(i, {enforce} + {cel.extend(c, base, ('env',), new)}).flatten()"
 
 
 def _capability_ops(group: str, caps: list[str]) -> str:
@@ -489,15 +349,15 @@ def _capability_ops(group: str, caps: list[str]) -> str:
     idx, c, base = _group(group)
     sc = f"{c}.securityContext"
     have = f"(has({sc}) && has({sc}.capabilities) && has({sc}.capabilities.add) ? {sc}.capabilities.add : [])"
-    missing = f"{_lit(caps)}.filter(x, !(x in {have}))"
-    return f"{idx}.map(i, {_extend(c, base, ('securityContext', 'capabilities', 'add'), missing)}).flatten()"
+    missing = f"{cel.lit(caps)}.filter(x, !(x in {have}))"
+    return f"{idx}.map(i, {cel.extend(c, base, ('securityContext', 'capabilities', 'add'), missing)}).flatten()"
 
 
 def _mount_ops(group: str) -> str:
     """engine._shm: the /dev/shm mount for each trainer container without one."""
     idx, c, base = _group(group)
-    mount = f"[{{'name': variables.shmVolume, 'mountPath': {_q(SHM_PATH)}}}]"
-    return f"{idx}.filter(i, !{_shm_mount(c)}).map(i, {_extend(c, base, ('volumeMounts',), mount)}).flatten()"
+    mount = f"[{{'name': variables.shmVolume, 'mountPath': {cel.q(SHM_PATH)}}}]"
+    return f"{idx}.filter(i, !{_shm_mount(c)}).map(i, {cel.extend(c, base, ('volumeMounts',), mount)}).flatten()"
 
 
 def _rdma_ops(profile: CompiledProfile) -> str:
@@ -506,8 +366,8 @@ def _rdma_ops(profile: CompiledProfile) -> str:
     if not wanted:
         return "[]"
     _, c, base = _group("containers")
-    entries = [(f"!{_has_resource(c, name)}", name, _q(qty)) for name, qty in wanted.items()]
-    merge = _merge_keys(c, base, ("resources", "limits"), entries)
+    entries = [(f"!{_has_resource(c, name)}", name, cel.q(qty)) for name, qty in wanted.items()]
+    merge = cel.merge_keys(c, base, ("resources", "limits"), entries)
     return f"variables.trainers.filter(i, {_resource(c, profile.spec.gpu_resource)} > 0).map(i, {merge}).flatten()"
 
 
@@ -515,19 +375,19 @@ def _toleration_ops(profile: CompiledProfile) -> str:
     """engine._tolerations: for a GPU pod, the profile's tolerations the pod does not tolerate yet."""
     if not profile.tolerations:
         return "[]"
-    missing = " + ".join(f"({_tolerated(t)} ? [] : [{_lit(t)}])" for t in profile.tolerations)
-    spec_path = _q("/spec")
-    return f"(variables.gpus > 0 ? {_extend('object.spec', spec_path, ('tolerations',), f'({missing})')} : [])"
+    missing = " + ".join(f"({_tolerated(t)} ? [] : [{cel.lit(t)}])" for t in profile.tolerations)
+    spec_path = cel.q("/spec")
+    return f"(variables.gpus > 0 ? {cel.extend('object.spec', spec_path, ('tolerations',), f'({missing})')} : [])"
 
 
 def _topology_ops(profile: CompiledProfile) -> str:
     """engine._topology: co-locate the job's pods and spread them, unless Kueue places the pod."""
     topo = profile.spec.topology
     selector = "{'matchLabels': {variables.job[0]: variables.job[1]}}"
-    spec_path = _q("/spec")
+    spec_path = cel.q("/spec")
     parts = []
     if topo.colocate is not None:
-        term = f"{{'labelSelector': {selector}, 'topologyKey': {_q(topo.colocate.key)}}}"
+        term = f"{{'labelSelector': {selector}, 'topologyKey': {cel.q(topo.colocate.key)}}}"
         pa = "object.spec.affinity.podAffinity"
         has_pa = "has(object.spec.affinity) && has(object.spec.affinity.podAffinity)"
         if topo.colocate.mode == "required":
@@ -541,18 +401,18 @@ def _topology_ops(profile: CompiledProfile) -> str:
                 f"t.podAffinityTerm == {term}))"
             )
             item = f"[{{'weight': {topo.colocate.weight}, 'podAffinityTerm': {term}}}]"
-        ops = _extend("object.spec", spec_path, ("affinity", "podAffinity", field), item)
+        ops = cel.extend("object.spec", spec_path, ("affinity", "podAffinity", field), item)
         parts.append(f"({present} ? [] : {ops})")
     if topo.spread is not None:
         present = (
             "(has(object.spec.topologySpreadConstraints) && object.spec.topologySpreadConstraints.exists(t, "
-            f"has(t.topologyKey) && t.topologyKey == {_q(topo.spread.key)}))"
+            f"has(t.topologyKey) && t.topologyKey == {cel.q(topo.spread.key)}))"
         )
         item = (
-            f"[{{'maxSkew': 1, 'topologyKey': {_q(topo.spread.key)}, 'whenUnsatisfiable': "
-            f"{_q(topo.spread.when_unsatisfiable)}, 'labelSelector': {selector}}}]"
+            f"[{{'maxSkew': 1, 'topologyKey': {cel.q(topo.spread.key)}, 'whenUnsatisfiable': "
+            f"{cel.q(topo.spread.when_unsatisfiable)}, 'labelSelector': {selector}}}]"
         )
-        ops = _extend("object.spec", spec_path, ("topologySpreadConstraints",), item)
+        ops = cel.extend("object.spec", spec_path, ("topologySpreadConstraints",), item)
         parts.append(f"({present} ? [] : {ops})")
     if not parts:
         return "[]"
@@ -561,9 +421,9 @@ def _topology_ops(profile: CompiledProfile) -> str:
 
 def mutation(profile: CompiledProfile) -> str:
     """The one JSONPatch expression: every operation against the pod as received, as the engine's."""
-    annotation = _merge_keys(
+    annotation = cel.merge_keys(
         "object.metadata",
-        _q("/metadata"),
+        cel.q("/metadata"),
         ("annotations",),
         [("size(variables.added) > 0 || variables.fabricClash", NETWORKS_ANNOTATION, "variables.rendered")],
     )
@@ -575,7 +435,7 @@ def mutation(profile: CompiledProfile) -> str:
     caps = list(profile.spec.capabilities)
     parts = [
         annotation,
-        f"(size(variables.shmMounts) > 0 ? [] : {_extend('object.spec', _q('/spec'), ('volumes',), volume)})",
+        f"(size(variables.shmMounts) > 0 ? [] : {cel.extend('object.spec', cel.q('/spec'), ('volumes',), volume)})",
         _mount_ops("containers"),
         _mount_ops("initContainers"),
         _env_ops("containers"),
@@ -596,7 +456,7 @@ def match_conditions(profile: CompiledProfile) -> list[dict]:
     return [
         {"name": "not-a-mirror-pod", "expression": rules.NOT_A_MIRROR_POD},
         {"name": "runs-a-trainer-image", "expression": rules.runs_a_trainer("object", repos)},
-        {"name": f"fabric-is-{profile.name}", "expression": f"({rules.fabric('object')}) == {_q(profile.name)}"},
+        {"name": f"fabric-is-{profile.name}", "expression": f"({rules.fabric('object')}) == {cel.q(profile.name)}"},
         # networks-json-form: Multus reads the JSON form when the value holds '[', '{' or '"'
         {
             "name": "networks-in-plain-form",

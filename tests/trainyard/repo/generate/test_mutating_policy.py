@@ -20,7 +20,7 @@ from tests.trainyard.repo.conftest import REPO_ROOT, edit, errors_of
 from tests.webhook.conftest import example, example_names, pod, trainer
 from tests.webhook.strategies import pods
 from trainyard.repo import validate
-from trainyard.repo.generate import mutating_harness, mutating_policy
+from trainyard.repo.generate import cel_jsonpatch, mutating_harness, mutating_policy
 from trainyard.repo.model import rendered_facts, schema
 from trainyard.repo.upstream import vap
 from webhook.engine import MutationError, admit
@@ -235,20 +235,20 @@ def test_struct_literals_become_maps_outside_strings_only():
     ],
 )
 def test_map_literals_are_made_homogeneous_as_kube_apiserver_checks_them(expression, expected):
-    assert mutating_policy.homogeneous(expression) == expected
+    assert cel_jsonpatch.homogeneous(expression) == expected
 
 
 def test_dyn_changes_no_value():
     h = mutating_harness.Harness([])
     text = "[{'key': 'a', 'seconds': 300, 'nested': {'on': true, 'l': [1, 2]}}]"
     value = h.env.compile(text).eval(data={}).plain_value()
-    assert h.env.compile(mutating_policy.homogeneous(text)).eval(data={}).plain_value() == value
+    assert h.env.compile(cel_jsonpatch.homogeneous(text)).eval(data={}).plain_value() == value
 
 
 @pytest.mark.parametrize("expression", ["{'a': 1", "[1, 2", "'open", "f(1))"])
 def test_an_unbalanced_expression_is_refused(expression):
     with pytest.raises(ValueError, match="unbalanced CEL expression"):
-        mutating_policy.homogeneous(expression)
+        cel_jsonpatch.homogeneous(expression)
 
 
 def test_a_patch_the_jsonpatch_type_would_refuse_is_an_error():
