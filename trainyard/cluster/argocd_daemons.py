@@ -5,10 +5,9 @@ repository served to them from a git repository on disk.
 They run as Argo CD's own development setup runs them outside a cluster (argo-cd@v3.6.2:Procfile):
 ``ARGOCD_FAKE_IN_CLUSTER=true`` with ``KUBECONFIG`` makes ``https://kubernetes.default.svc`` the
 local API server; the repo-server listens in plain text on loopback (and Redis, with its
-protected mode on); GnuPG is off. The repo-server
-runs the kustomize and Helm of ``.venv/bin`` (the repository's pins) and Argo CD's git wrapper
-scripts from its module. The processes join the cluster's state, so ``trainyard cluster down``
-stops them too.
+protected mode on); GnuPG is off. The repo-server runs the kustomize and Helm the repository
+renders with (the pins of ``.venv/bin``) and Argo CD's git wrapper scripts from its module. The
+processes join the cluster's state, so ``trainyard cluster down`` stops them too.
 
 Argo CD's repo-server fetches every source by its URL. Here only a repository on disk can be
 reached: a local copy of this repository whose ``base/repo/repo.env`` names that copy
@@ -31,7 +30,7 @@ from trainyard.cluster import components, controlplane
 from trainyard.cluster.controlplane import Started
 from trainyard.cluster.processes import Daemon, free_port, spawn
 from trainyard.contract.errors import UserError
-from trainyard.repo.model import gomodules
+from trainyard.repo.model import gomodules, kustomize, upstream
 from trainyard.repo.model.repository import REPO_ENV
 
 Progress = Callable[[str], None]
@@ -93,9 +92,20 @@ def _secret(started: Started) -> None:
         )
 
 
-def start(started: Started, tools: Path, *, progress: Progress = print) -> Running:
-    """Start Redis and Argo CD's three components against ``started``; ``tools`` holds kustomize
-    and helm (``.venv/bin``)."""
+def _tools(into: Path) -> None:
+    """Link into ``into`` the kustomize and helm the repository renders with (the pins of
+    ``.venv/bin`` where installed), so Argo CD renders with the same ones."""
+    build = kustomize.command()
+    if build[1:] != ("build",):
+        hint = kustomize.INSTALL_HINT
+        raise UserError(f"Argo CD's repo-server runs kustomize itself, and only kubectl was found; {hint}")
+    for name, path in (("kustomize", build[0]), ("helm", upstream.helm_command())):
+        (into / name).unlink(missing_ok=True)
+        (into / name).symlink_to(path)
+
+
+def start(started: Started, *, progress: Progress = print) -> Running:
+    """Start Redis and Argo CD's three components against ``started``."""
     redis = _require("redis-server", "redis-server")
     git = _require("git", "git")
     folder = components.build("argocd", progress=progress)  # one binary, a link per component name
@@ -108,10 +118,11 @@ def start(started: Started, tools: Path, *, progress: Progress = print) -> Runni
         target = home / "bin" / script
         shutil.copyfile(hack / script, target)
         target.chmod(0o755)
+    _tools(home / "bin")
     env = dict(
         os.environ,
         KUBECONFIG=str(started.paths.kubeconfig),
-        PATH=os.pathsep.join([str(home / "bin"), str(tools), str(Path(git).parent), os.environ.get("PATH", "")]),
+        PATH=os.pathsep.join([str(home / "bin"), str(Path(git).parent), os.environ.get("PATH", "")]),
         TMPDIR=str(home / "tmp"),  # the repo-server's clones
         ARGOCD_FAKE_IN_CLUSTER="true",
         ARGOCD_GPG_ENABLED="false",

@@ -51,7 +51,7 @@ def synced(tmp_path_factory: pytest.TempPathFactory):
     repo = repository.load(source)
     started = up(repo, CLUSTER, base / "cluster", progress=lambda _: None)
     try:
-        argocd_itself.start(started, REPO_ROOT / ".venv" / "bin", progress=lambda _: None)
+        argocd_itself.start(started, progress=lambda _: None)
         yield repo, started, render_for(repo, CLUSTER)
     finally:
         controlplane.down(started.folder)

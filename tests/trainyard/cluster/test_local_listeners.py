@@ -44,7 +44,7 @@ def running(tmp_path_factory: pytest.TempPathFactory):
     base = tmp_path_factory.mktemp("listeners")
     started = up(repository.load(REPO_ROOT), "dev", base / "cluster", progress=lambda _: None)
     try:
-        argo = argocd_itself.start(started, REPO_ROOT / ".venv" / "bin", progress=lambda _: None)
+        argo = argocd_itself.start(started, progress=lambda _: None)
         yield started, argo
     finally:
         controlplane.down(started.folder)
