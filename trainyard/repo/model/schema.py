@@ -16,6 +16,7 @@ the two agree on valid and invalid objects).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import threading
@@ -274,24 +275,24 @@ def _go_pattern(validator: Any, pattern: str, instance: Any, schema: dict) -> An
 
 
 _CustomValidator = jsonschema.validators.extend(jsonschema.validators.Draft7Validator, {GO_PATTERN: _go_pattern})
-_custom: dict[int, tuple[dict, jsonschema.protocols.Validator, Any]] = {}
+_custom: dict[str, tuple[jsonschema.protocols.Validator, Any]] = {}
 
 
 def _custom_validators(openapi_schema: dict) -> tuple[jsonschema.protocols.Validator, Any]:
-    # keyed by the schema object (kept alive in the entry, so its id is not reused): the CRDs of a
-    # render are loaded once, and converting a large CRD for every object would dominate
-    entry = _custom.get(id(openapi_schema))
-    if entry is None or entry[0] is not openapi_schema:
+    # keyed by the schema's text: every render (each validate, each test's copy) loads the CRDs
+    # anew, and converting a large CRD again for each would cost more than the objects' checks
+    key = hashlib.sha256(json.dumps(openapi_schema, sort_keys=True, default=str).encode()).hexdigest()
+    entry = _custom.get(key)
+    if entry is None:
         schema = structural(openapi_schema)
         entry = (
-            openapi_schema,
             _CustomValidator(schema),
             jsonschema_rs.Draft7Validator(schema, validate_formats=False, keywords={GO_PATTERN: _GoPattern}),
         )
         if len(_custom) > 512:
             _custom.clear()
-        _custom[id(openapi_schema)] = entry
-    return entry[1], entry[2]
+        _custom[key] = entry
+    return entry
 
 
 def validate_custom(doc: dict, openapi_schema: dict) -> list[str]:
