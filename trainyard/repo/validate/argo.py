@@ -12,11 +12,10 @@ from trainyard.repo.model.giturl import UrlNotEmulated, normalize_git_url
 from trainyard.repo.model.problems import Problem, warning
 from trainyard.repo.model.rendered import CLUSTER_SCOPED, Resource, as_dict
 from trainyard.repo.upstream import argo_fields
-from trainyard.repo.upstream.applications import AppRender
+from trainyard.repo.upstream.applications import ARGO_GROUP, AppRender
 from trainyard.repo.upstream.go_path import PatternNotRead, path_match
 from trainyard.repo.validate import ClusterCheck, job_names
 
-ARGO_GROUP = "argoproj.io"
 PROVIDES_ANNOTATION = "trainyard.dev/provides"
 # Namespaces that exist before anything here is synced.
 PREEXISTING_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease", "argocd"})
@@ -194,12 +193,16 @@ def glob_match(pattern: str, value: str, allow_negation: bool) -> bool:
     return _literal_match(pattern, value)
 
 
-def _literal_match(pattern: str, value: str) -> bool:
+def _refuse_glob(pattern: str) -> None:
     if _GLOB_CHARS.search(pattern):
         raise GlobNotRead(
             f"the pattern {pattern!r} is a glob beyond literal text and '*' alone, which the offline check "
             f"does not read; {argo_fields.CLUSTER_TIER}"
         )
+
+
+def _literal_match(pattern: str, value: str) -> bool:
+    _refuse_glob(pattern)
     return pattern == value
 
 
@@ -211,7 +214,8 @@ def is_source_permitted(source_repos: list[str], repo_url: str) -> bool:
     matched_any = False
     for entry in source_repos:
         deny = entry.startswith("!")
-        _literal_match("" if entry in ("*", "!*") else entry.removeprefix("!"), "")  # a glob: refused by name
+        if entry not in ("*", "!*"):
+            _refuse_glob(entry.removeprefix("!"))  # before normalising, which could hide a glob character
         normalized = "!" + normalize_git_url(entry[1:]) if deny else normalize_git_url(entry)
         matched = glob_match(normalized, normalized_source, True)
         if matched:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from trainyard.repo.generate import pod_security
 from trainyard.repo.model.rendered import Resource
 from trainyard.repo.upstream import bindings, matching, vap
-from trainyard.repo.upstream.applications import AppRender
+from trainyard.repo.upstream.applications import ARGO_GROUP, AppRender
 from trainyard.repo.validate import ClusterCheck
 
 SERVICES_POLICY = "trainyard-job-services"
@@ -45,7 +45,7 @@ def job_apps(ctx: ClusterCheck) -> list[AppRender]:
 
 def check_security(ctx: ClusterCheck) -> None:
     apps = job_apps(ctx)
-    projects = {r.name: r for r in ctx.resources if r.group == "argoproj.io" and r.kind == "AppProject"}
+    projects = {r.name: r for r in ctx.resources if r.group == ARGO_GROUP and r.kind == "AppProject"}
     labels = bindings.namespace_labels(ctx.resources)
     bound = bindings.collect(ctx.resources)
     namespaces: set[str] = set()
