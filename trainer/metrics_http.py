@@ -48,8 +48,9 @@ BACKLOG = 16
 ALLOW = (("Allow", "GET, HEAD"),)
 
 
-# Prometheus names its scrape timeout in every scrape (prometheus@v3:scrape/scrape.go
-# targetScraper.scrape) and drops an answer that ends after it: such a scrape did not deliver.
+# Prometheus names its scrape timeout in every scrape and gives up on an answer that ends after it
+# (prometheus v2.42.0, the Debian package the demo runs; module v0.42.0 scrape/scrape.go:
+# targetScraper.scrape sets the field, scrapeLoop.scrapeAndReport the deadline).
 SCRAPE_TIMEOUT_FIELD = "x-prometheus-scrape-timeout-seconds"
 _SECONDS = re.compile(r"[0-9]{1,6}(\.[0-9]{1,9})?")
 
