@@ -27,7 +27,6 @@ import contextlib
 import errno
 import gzip
 import itertools
-import re
 import socket
 import threading
 import time
@@ -38,7 +37,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, choose_encoder, generate_latest, gzip_accepted
 
 from trainyard.contract.httphead import HeadError, HeadLimits, HeadReader, RequestHead, reason, refusal
-from trainyard.contract.metrics import METRICS_PATH
+from trainyard.contract.metrics import METRICS_PATH, SCRAPE_TIMEOUT_FIELD, scrape_timeout
 
 MAX_CONNECTIONS = 8  # Prometheus keeps one; a few more for people and a second Prometheus
 LIMITS = HeadLimits(max_line=4096, max_fields=32, max_head=8192, head_timeout=5.0)
@@ -48,20 +47,11 @@ BACKLOG = 16
 ALLOW = (("Allow", "GET, HEAD"),)
 
 
-# Prometheus names its scrape timeout in every scrape and gives up on an answer that ends after it
-# (prometheus v2.42.0, the Debian package the demo runs; module v0.42.0 scrape/scrape.go:
-# targetScraper.scrape sets the field, scrapeLoop.scrapeAndReport the deadline).
-SCRAPE_TIMEOUT_FIELD = "x-prometheus-scrape-timeout-seconds"
-_SECONDS = re.compile(r"[0-9]{1,6}(\.[0-9]{1,9})?")
-
-
 def _in_time(head: RequestHead, took: float) -> bool:
     """Whether the scraper still took the answer that took ``took`` seconds from the head: within
     half its timeout (its clock started before the head reached us), or any time when it names none."""
-    values = head.values(SCRAPE_TIMEOUT_FIELD)
-    if len(values) != 1 or not _SECONDS.fullmatch(values[0]):
-        return True
-    return took <= float(values[0]) / 2
+    timeout = scrape_timeout(head.values(SCRAPE_TIMEOUT_FIELD))
+    return timeout is None or took <= timeout / 2
 
 
 class MetricsServer:

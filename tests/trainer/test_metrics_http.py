@@ -16,6 +16,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families 
 from prometheus_client.parser import text_string_to_metric_families
 
 from trainer.metrics_http import MetricsServer
+from trainyard.contract import metrics as m
 from trainyard.contract.httphead import HeadLimits
 from trainyard.contract.metrics import METRICS_PATH
 
@@ -245,3 +246,28 @@ def test_an_answer_later_than_the_scrapers_timeout_is_not_a_delivered_scrape(ser
         since = time.monotonic()
         exchange(server, timed.replace(b"0.5", odd).replace(b"HTTP/1.1\r\n", b"HTTP/1.1\r\nConnection: close\r\n", 1))
         assert server.wait_scrape(since, begin_within=5, answer_within=5), odd
+
+
+@pytest.mark.parametrize(
+    ("values", "seconds"),
+    [
+        (["10"], 10.0),
+        (["0.5"], 0.5),
+        (["2.000000001"], 2.000000001),
+        ([], None),  # not a Prometheus scrape
+        (["1", "2"], None),  # repeated: which one?
+        (["0"], None),  # no time at all is no timeout
+        (["1e3"], None),
+        (["-1"], None),
+        ([" 1"], None),
+        (["1."], None),
+        (["inf"], None),
+        (["nan"], None),
+        (["١"], None),  # Arabic-Indic one: a digit to str.isdigit, not to Prometheus
+        (["9" * 7], None),
+        (["1." + "0" * 10], None),
+        (["1" * 100_000], None),
+    ],
+)
+def test_the_scrape_timeout_is_a_plain_decimal_named_once(values, seconds) -> None:
+    assert m.scrape_timeout(values) == seconds

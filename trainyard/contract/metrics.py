@@ -25,6 +25,7 @@ checkpoint stalls are each pod's own.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -33,6 +34,10 @@ METRICS_PORT_NAME = "metrics"  # a container port name (IANA_SVC_NAME: at most 1
 DEFAULT_METRICS_PORT = 9404
 ENV_METRICS_PORT = "TRAINYARD_METRICS_PORT"  # the port to serve on; "0" or "off": export nothing
 METRICS_PATH = "/metrics"
+# Prometheus names its scrape timeout in every scrape and gives up on an answer that ends after it
+# (prometheus v2.42.0, the Debian package the demo runs; module v0.42.0 scrape/scrape.go:
+# targetScraper.scrape sets the field, scrapeLoop.scrapeAndReport the deadline).
+SCRAPE_TIMEOUT_FIELD = "x-prometheus-scrape-timeout-seconds"
 
 # --- labels -----------------------------------------------------------------------------------
 LABEL_NODE_RANK = "node_rank"
@@ -125,6 +130,17 @@ BY_NAME = {m.name: m for m in METRICS}
 # Preflight results reach the workers through the env launch passes to torchrun:
 # "name=status,name=status" (check names and statuses are fixed words: trainer/preflight.py).
 ENV_PREFLIGHT = "TRAINYARD_PREFLIGHT"
+
+
+_SECONDS = re.compile(r"[0-9]{1,6}(\.[0-9]{1,9})?")
+
+
+def scrape_timeout(values: list[str]) -> float | None:
+    """The seconds a scrape's ``SCRAPE_TIMEOUT_FIELD`` values (one field, as Prometheus sends it)
+    name; None when the field is absent, repeated or not a plain decimal (no exponent, no sign)."""
+    if len(values) != 1 or not _SECONDS.fullmatch(values[0]):
+        return None
+    return float(values[0]) or None
 
 
 def metrics_port(value: str | None) -> int | None:

@@ -21,7 +21,14 @@ demo's, scrape/scrape.go ``targetScraper.scrape`` sets the scrape's fields). So:
   scrape's own fields from the list above re-written one per line, ``Connection: close``. Other
   fields (Proxy-*, Cookie, ...) are dropped;
 - at most ``max_connections`` clients at once (more are answered 503 and closed); the pod's
-  answer is relayed until it closes, within ``answer_timeout`` seconds in all.
+  answer is relayed until it closes, within ``answer_timeout`` seconds in all, or within the
+  scrape's own timeout (the connect included) where it names one: Prometheus has given up by then.
+
+Connections to pods are opened in parallel: a connect that hangs holds only its own scrape. One
+hangs whenever a target's address answers nothing: a finished pod's network is gone before the
+discovery drops it (no neighbour answers for its IP), or a frozen process's listen backlog is full.
+Opened one after another, each such connect would stall every other pod's scrape for its
+whole timeout (a demo's report then lost the last half of its job).
 """
 
 from __future__ import annotations
@@ -40,26 +47,28 @@ from typing import Any, Protocol
 
 from trainyard.contract.errors import UserError
 from trainyard.contract.httphead import HeadError, HeadLimits, HeadReader, RequestHead, refusal
+from trainyard.contract.metrics import SCRAPE_TIMEOUT_FIELD, scrape_timeout
 
 CLONE_NEWNET = 0x40000000  # linux/sched.h
 LIMITS = HeadLimits(max_line=4096, max_fields=32, max_head=8192, head_timeout=10.0)
 MAX_CONNECTIONS = 16  # one Prometheus scrapes a handful of pods at once
 ANSWER_TIMEOUT = 60.0  # a scrape's timeout is 10 s by default; a pod that trickles is cut here
+CONNECT_TIMEOUT = 5.0
 FORWARDED = ("user-agent", "accept", "accept-encoding", "x-prometheus-scrape-timeout-seconds")
 # absolute-form as Go writes it for an http target: lower-case scheme, an IPv4 address, a port
 _TARGET = re.compile(r"http://([0-9]{1,3}(?:\.[0-9]{1,3}){3})(?::([0-9]{1,5}))?(/[!-\"$-~]*)?")  # no fragment
 
 
 class Connects(Protocol):
-    def connect(self, host: str, port: int) -> socket.socket: ...
+    def connect(self, host: str, port: int, timeout: float) -> socket.socket: ...
 
     def close(self) -> None: ...
 
 
 class Dialer:
-    """Connections opened from inside one network namespace: a thread that entered it (setns(2)
-    moves only the calling thread) creates the sockets, which stay in that namespace whichever
-    thread then uses them."""
+    """Connections opened from inside one network namespace. A socket belongs to the namespace of
+    the thread that created it (setns(2) moves only the calling thread), so one thread that entered
+    the namespace creates the sockets, at once, and each caller connects its own on its thread."""
 
     def __init__(self, netns: str) -> None:
         self._requests: queue.Queue = queue.Queue()
@@ -87,23 +96,28 @@ class Dialer:
         self._ready.set()
         if self._error:
             return
-        while True:
-            item = self._requests.get()
-            if item is None:
-                return
-            address, reply = item
+        while (reply := self._requests.get()) is not None:
             try:
-                reply.put(socket.create_connection(address, timeout=5))
+                reply.put(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
             except OSError as exc:
                 reply.put(exc)
 
-    def connect(self, host: str, port: int) -> socket.socket:
+    def connect(self, host: str, port: int, timeout: float = CONNECT_TIMEOUT) -> socket.socket:
         reply: queue.Queue = queue.Queue(maxsize=1)
-        self._requests.put(((host, port), reply))
-        result = reply.get(timeout=10)
-        if isinstance(result, OSError):
-            raise result
-        return result
+        self._requests.put(reply)
+        try:
+            made = reply.get(timeout=10)
+        except queue.Empty:
+            raise OSError("the network namespace's thread made no socket in 10 s") from None
+        if isinstance(made, OSError):
+            raise made
+        try:
+            made.settimeout(timeout)
+            made.connect((host, port))
+        except OSError:
+            made.close()
+            raise
+        return made
 
     def close(self) -> None:
         self._requests.put(None)
@@ -203,16 +217,18 @@ class PodNetworkProxy:
                 conn.settimeout(5)
                 conn.sendall(refusal(exc.status, exc.why))
             return
+        # Prometheus gives up at its timeout, counted from before the head reached us
+        named = scrape_timeout(head.values(SCRAPE_TIMEOUT_FIELD))
+        deadline = time.monotonic() + min(self.answer_timeout, named or self.answer_timeout)
         try:
-            upstream = self.dialer.connect(host, port)
+            upstream = self.dialer.connect(host, port, max(min(CONNECT_TIMEOUT, deadline - time.monotonic()), 0.001))
         except OSError as exc:
             with contextlib.suppress(OSError):
                 conn.settimeout(5)
                 conn.sendall(refusal(502, f"cannot connect to {host}:{port}: {exc}"))
             return
         with upstream, contextlib.suppress(OSError):  # either end gone: the scrape fails, nothing else
-            deadline = time.monotonic() + self.answer_timeout
-            upstream.settimeout(self.answer_timeout)
+            upstream.settimeout(max(deadline - time.monotonic(), 0.001))
             upstream.sendall(request)
             while (left := deadline - time.monotonic()) > 0:
                 upstream.settimeout(left)

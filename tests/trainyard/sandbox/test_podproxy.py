@@ -6,8 +6,11 @@ the positive control is the real Prometheus scraping the trainer's real listener
 from __future__ import annotations
 
 import ipaddress
+import os
 import queue
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +25,7 @@ from trainer.metrics_http import MetricsServer
 from trainyard.cluster.processes import wait_for
 from trainyard.contract.httphead import HeadLimits
 from trainyard.sandbox import monitoring, podproxy
+from trainyard.sandbox.localpods import isolation_available
 
 NETWORK = ipaddress.ip_network("10.244.99.0/24")
 POD = "10.244.99.5"
@@ -65,9 +69,9 @@ class Upstream:
                     data += chunk
                 self.received.put(data)
 
-    def connect(self, host: str, port: int) -> socket.socket:
+    def connect(self, host: str, port: int, timeout: float) -> socket.socket:
         self.asked.append((host, port))
-        return socket.create_connection(self.server.getsockname())
+        return socket.create_connection(self.server.getsockname(), timeout=timeout)
 
     def close(self) -> None:
         self.server.close()
@@ -214,8 +218,8 @@ def test_connections_are_capped_and_a_silent_client_is_let_go() -> None:
 class Direct:
     """Dials on the host: the pod network of the test is loopback."""
 
-    def connect(self, host: str, port: int) -> socket.socket:
-        return socket.create_connection((host, port), timeout=5)
+    def connect(self, host: str, port: int, timeout: float) -> socket.socket:
+        return socket.create_connection((host, port), timeout=timeout)
 
     def close(self) -> None:
         pass
@@ -246,3 +250,55 @@ def test_the_real_prometheus_scrapes_the_trainer_listener_through_the_proxy(tmp_
         prom.close()
         proxy.close()
         trainer.close()
+
+
+# A pod whose listen backlog is full (its process frozen, never accepting) drops SYNs: a connect to
+# it hangs. listen(0) holds one unaccepted connection; the next connect hangs.
+_POD_NETWORK = """
+import socket, sys, time
+frozen = socket.create_server(("127.0.0.1", 0), backlog=0)
+live = socket.create_server(("127.0.0.1", 0), backlog=8)
+print(frozen.getsockname()[1], live.getsockname()[1], flush=True)
+while True:
+    conn, _ = live.accept()
+    conn.close()
+"""
+
+
+@pytest.mark.netns
+@pytest.mark.skipif(not isolation_available()[0], reason=f"needs root and ip netns: {isolation_available()[1]}")
+def test_a_pod_that_drops_syns_holds_only_its_own_scrape() -> None:
+    name = f"ty-dial-{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    pods = None
+    try:
+        subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
+        pods = subprocess.Popen(["ip", "netns", "exec", name, sys.executable, "-c", _POD_NETWORK],
+                                stdout=subprocess.PIPE, text=True)  # fmt: skip
+        frozen, live = (int(p) for p in pods.stdout.readline().split())
+        dialer = podproxy.Dialer(name)
+        dialer.connect("127.0.0.1", frozen, 5).close()  # fills the backlog: the kernel never frees it
+        hung: queue.Queue = queue.Queue()
+
+        def dial_frozen() -> None:
+            try:
+                hung.put(dialer.connect("127.0.0.1", frozen, 60))
+            except OSError as exc:
+                hung.put(exc)
+
+        threading.Thread(target=dial_frozen, daemon=True).start()
+
+        def syn_sent() -> bool:
+            ss = ["ip", "netns", "exec", name, "ss", "-Htn", "state", "syn-sent"]
+            return f":{frozen}" in subprocess.run(ss, capture_output=True, text=True).stdout
+
+        wait_for(syn_sent, 30, "the connect to the frozen pod waiting on its SYN")
+        with dialer.connect("127.0.0.1", live, 5) as sock:  # not queued behind the hung connect
+            assert sock.getpeername()[1] == live
+        assert hung.empty(), "the frozen pod's connect ended first: connects are not concurrent"
+        dialer.close()
+    finally:
+        if pods is not None:
+            pods.kill()
+            pods.wait()
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)
