@@ -79,12 +79,18 @@ redis:
 	  echo "redis-server is missing: install Debian's redis-server package (apt-get install redis-server)"; exit 2; \
 	fi
 
+# Every test: the fast tiers spread over the cores, then the slow tiers in one process (they start
+# control planes, torchrun jobs and servers, which contend for 2 cores). Both run; either failing
+# fails the target.
 test: $(call STAMP,dev) tools kube promtool redis
-	$(BIN)/python -m pytest -q
+	@$(BIN)/python -m pytest -q -m "$(FAST_TIERS)" -n $(TEST_WORKERS); fast=$$?; \
+	$(BIN)/python -m pytest -q -m "$(SLOW_TIERS)" --durations=15; slow=$$?; \
+	echo "make test: fast tiers exit $$fast, slow tiers exit $$slow"; [ $$fast = 0 ] && [ $$slow = 0 ]
 
 # The inner loop: every test but the slow tiers (pytest markers, listed in pyproject.toml), spread
-# over the cores. make test stays in one process: the slow tiers time real processes and servers.
-FAST_TIERS := not (netns or torchrun or server or e2e or cluster)
+# over the cores.
+SLOW_TIERS := netns or torchrun or server or e2e or cluster
+FAST_TIERS := not ($(SLOW_TIERS))
 TEST_WORKERS ?= auto
 test-fast: $(call STAMP,dev) tools promtool
 	$(BIN)/python -m pytest -q -m "$(FAST_TIERS)" -n $(TEST_WORKERS)

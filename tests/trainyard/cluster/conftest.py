@@ -1,4 +1,6 @@
-"""Local clusters for the tests: each one the repository's cluster, up once per session."""
+"""Local clusters for the tests: each one the repository's cluster, up once for this package's
+tests and stopped after its last one (an idle control plane and its controllers keep a tenth of
+a core or more each busy: the tests after these would pay for it)."""
 
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ class Clusters:
             controlplane.down(started.folder)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clusters]:
     c = Clusters(tmp_path_factory.mktemp("clusters"))
     try:
