@@ -14,7 +14,7 @@ PREVIEWS ?= previews
 .DEFAULT_GOAL := help
 # the install stamps are real targets, never intermediate files to delete
 .PRECIOUS: $(VENV)/.installed-%
-.PHONY: help setup test test-fast test-changed demo lint hooks validate bench tools kube promtool redis clean
+.PHONY: help setup test test-fast test-changed demo lint hooks validate bench tools kube kube-demo promtool redis clean
 
 help:
 	@echo "make demo      the main path end to end on local defaults: a TrainJob through the real"
@@ -53,6 +53,10 @@ tools: $(call STAMP,$(EXTRAS))
 # the module proxy), built on first use with progress shown, then cached (~/.cache/trainyard)
 kube: $(call STAMP,$(EXTRAS))
 	@$(BIN)/trainyard cluster build >/dev/null
+
+# what the demo runs: Kubernetes and the controllers (Argo CD is the cluster tier's, not the demo's)
+kube-demo: $(call STAMP,$(EXTRAS))
+	@$(BIN)/trainyard cluster build kube controllers >/dev/null
 
 # promtool for the alert rules' tests (tests/monitoring) and prometheus for the demo's scrapes:
 # Debian's prometheus package, installed when either is missing and this is a root shell with
@@ -118,7 +122,7 @@ ifeq ($(OFFLINE),1)
 demo: $(call STAMP,dev) tools
 	$(BIN)/trainyard demo --offline $(DEMO)
 else
-demo: $(call STAMP,dev) tools kube promtool
+demo: $(call STAMP,dev) tools kube-demo promtool
 	$(BIN)/trainyard demo $(DEMO)
 endif
 

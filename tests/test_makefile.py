@@ -61,3 +61,27 @@ def test_test_needs_dev_even_when_extras_is_exported(checkout):
     env = {**os.environ, "EXTRAS": "repo"}
     done = subprocess.run(["make", "-n", "test"], cwd=checkout, capture_output=True, text=True, env=env, timeout=30)
     assert "pip install -q -e '.[dev]'" in done.stdout
+
+
+def test_demo_builds_what_it_runs_and_test_builds_everything(checkout):
+    stamp(checkout, "dev")
+    demo = plan(checkout, "demo")
+    assert "cluster build kube controllers" in demo
+    assert "cluster build >" not in demo  # every target, Argo CD included: the cluster tier's
+    assert "cluster build >" in plan(checkout, "test")
+
+
+def test_make_test_runs_both_tiers_and_the_slow_tiers_are_the_markers(checkout):
+    """Every marker pyproject.toml lists is a slow tier: a new one left out of the Makefile would
+    run its tests in parallel with the fast tiers."""
+    import tomllib
+
+    markers = {line.split(":")[0] for line in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]
+               ["ini_options"]["markers"]}  # fmt: skip
+    stamp(checkout, "dev")
+    test = plan(checkout, "test")
+    fast_run, slow_run = (line for line in test.splitlines() if "-m pytest" in line)
+    assert "-n auto" in fast_run and "-n" not in slow_run.split("pytest")[1]
+    assert {w for w in fast_run.split('"')[1].replace("(", " ").replace(")", " ").split()} - {"not", "or"} == markers
+    assert {w for w in slow_run.split('"')[1].split()} - {"or"} == markers
+    assert "[ $fast = 0 ] && [ $slow = 0 ]" in test  # the slow tiers run even when the fast ones fail

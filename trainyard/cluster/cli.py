@@ -57,13 +57,16 @@ def register(add_parser: AddParser) -> None:
     b = sub.add_parser(
         "build",
         help="build the pinned Kubernetes components (done on first use by the other commands)",
-        description="Build kube (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl) and "
-        "kustomize from kube/go.mod and the controllers (kueue, jobset, trainer-controller-manager, "
-        "training-operator.v1) from kube/controllers/go.mod and Argo CD (argocd-application-controller, "
-        "argocd-repo-server, argocd-applicationset-controller) from kube/argocd/go.mod, cached by content; with "
-        "--into, link the named ones into a folder.",
+        description="Build the named targets (default: all) from their Go modules, cached by content: kube "
+        "(etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl) from kube/go.mod, kustomize "
+        "from kube/kustomize/go.mod, helm from kube/helm/go.mod, the controllers (kueue, jobset, "
+        "trainer-controller-manager, training-operator.v1) from kube/controllers/go.mod and argocd "
+        "(argocd-application-controller, argocd-repo-server, argocd-applicationset-controller) from "
+        "kube/argocd/go.mod. A component's name builds its target. With --into, link the named components "
+        "into a folder instead.",
     )
-    b.add_argument("names", nargs="*", help="components to link with --into (default: kustomize kubectl)")
+    b.add_argument("names", nargs="*", help="targets or components to build, or with --into to link "
+                   "(default: every target; with --into, kustomize kubectl)")  # fmt: skip
     b.add_argument("--into", type=Path, help="folder to put links in (make uses .venv/bin)")
     b.set_defaults(func=_build)
 
@@ -105,6 +108,6 @@ def _build(args: argparse.Namespace) -> int:
         for link in components.link_into(args.into, args.names or ["kustomize", "kubectl"], progress=progress):
             _say(f"{link} -> {link.resolve()}")
     else:
-        for target in components.TARGETS:
+        for target in components.targets_of(args.names):
             _say(str(components.build(target, progress=progress)))
     return 0

@@ -221,6 +221,18 @@ def build(target: str, *, progress: Progress = _stderr) -> Path:
     return folder
 
 
+def targets_of(names: list[str]) -> list[str]:
+    """The build targets that make ``names`` (a target, or a component it builds), in TARGETS' order;
+    every target for no names. UserError naming the unknown ones."""
+    if not names:
+        return list(TARGETS)
+    unknown = [n for n in names if n not in TARGETS and not any(n in t.names for t in TARGETS.values())]
+    if unknown:
+        known = ", ".join(f"{k} ({' '.join(t.names)})" for k, t in TARGETS.items())
+        raise UserError(f"no component named {', '.join(map(repr, unknown))}; the targets are {known}")
+    return [k for k, t in TARGETS.items() if k in names or any(n in t.names for n in names)]
+
+
 def command(name: str, *, progress: Progress = _stderr) -> str:
     """The path of component ``name`` (kube-apiserver, kubectl, kustomize, ...), built if needed."""
     for target, t in TARGETS.items():
