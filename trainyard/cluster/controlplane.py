@@ -31,7 +31,7 @@ import yaml
 from trainyard.cluster import components, pki
 from trainyard.cluster.client import ApiError, Kube
 from trainyard.cluster.folder import check_folder, check_private_file, secure_folder
-from trainyard.cluster.processes import Daemon, free_port, port_in_use, spawn, wait_for
+from trainyard.cluster.processes import Daemon, free_port, listening, port_in_use, spawn, wait_for
 from trainyard.contract.errors import UserError
 from trainyard.contract.files import FileTooLarge, read_bounded, write_private
 
@@ -435,8 +435,8 @@ def down(folder: Path) -> list[str]:
     if state is None:
         raise UserError(f"{folder}: no cluster here (no {STATE}); nothing to stop")
     stopped = stop(state)
-    busy = [port for d in state.daemons for port in d.ports if port_in_use(port)]
+    busy = [port for d in state.daemons for port in d.ports if listening(port)]
     clear(folder, keep_logs=True)
     if busy:
-        raise ClusterError(f"stopped, but ports {busy} are still in use by another process")
+        raise ClusterError(f"stopped, but something still listens on ports {busy}")
     return stopped

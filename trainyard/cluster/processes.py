@@ -67,6 +67,17 @@ def port_in_use(port: int) -> bool:
     return False
 
 
+def listening(port: int) -> bool:
+    """Whether a process accepts connections on 127.0.0.1:``port``. Unlike ``port_in_use``, another
+    process's outbound connection that happens to have ``port`` as its ephemeral source port does
+    not count (on a loaded machine one often has: a stopped daemon's port is free to the kernel)."""
+    with socket.socket() as s:
+        s.settimeout(2)
+        if s.connect_ex(("127.0.0.1", port)) != 0:
+            return False
+        return s.getsockname() != s.getpeername()  # TCP's simultaneous open: a socket connected to itself
+
+
 def wait_for(
     condition: Callable[[], T],
     timeout: float = 15.0,

@@ -36,8 +36,15 @@ class Clusters:
         return self[name].client()
 
     def stop(self) -> None:
+        """Stop every cluster, then raise what the first that failed to stop said."""
+        failed: list[Exception] = []
         for started in self.started.values():
-            controlplane.down(started.folder)
+            try:
+                controlplane.down(started.folder)
+            except Exception as exc:  # the others still stop
+                failed.append(exc)
+        if failed:
+            raise failed[0]
 
 
 @pytest.fixture(scope="package")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from trainyard.cluster import components, controlplane
-from trainyard.cluster.processes import port_in_use, start_time
+from trainyard.cluster.processes import listening, start_time
 from trainyard.contract.errors import UserError
 from trainyard.repo.model import gomodules
 
@@ -55,7 +55,7 @@ def test_start_serves_the_pinned_version_and_down_leaves_nothing(tmp_path: Path)
         "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"
     ]  # fmt: skip
     assert _gone(pids)
-    assert not [p for p in ports if port_in_use(p)]
+    assert not [p for p in ports if listening(p)]
     assert not (folder / "cluster.json").exists() and not (folder / "etcd").exists()
     assert (folder / "logs" / "kube-apiserver.log").stat().st_size > 0  # kept for a post-mortem
     with pytest.raises(UserError, match="nothing to stop"):
