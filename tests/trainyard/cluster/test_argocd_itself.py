@@ -114,9 +114,14 @@ def test_argo_cd_finds_every_application_of_this_repository_synced(synced):
 
 def test_the_applicationset_controller_generates_the_emulations_applications(synced):
     _, started, render = synced
-    live = _applications(started)
     generated = [ar.app.resource for ar in render.apps if ar.app.generated_by]
     assert generated
+    deadline = time.monotonic() + TIMEOUT
+    while True:  # the controller's first generation may still be on its way (this test may run alone)
+        live = _applications(started)
+        if all(r.name in live for r in generated) or time.monotonic() > deadline:
+            break
+        time.sleep(2)
     for r in generated:
         got = live.get(r.name)
         assert got is not None, f"Argo CD's ApplicationSet controller did not create {r.name}"
