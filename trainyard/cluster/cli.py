@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trainyard.contract.argv import AddParser, bounded_int
+
+if TYPE_CHECKING:
+    from trainyard.cluster.controlplane import Started
 
 
 def register(add_parser: AddParser) -> None:
@@ -28,8 +34,9 @@ def register(add_parser: AddParser) -> None:
         description="Start etcd, kube-apiserver, kube-controller-manager and kube-scheduler in DIR, start and "
         "register the cluster's fabric webhook (or apply its MutatingAdmissionPolicies), apply the cluster's "
         "rendered output as Argo CD would, installing and starting each upstream controller from its release "
-        "when its wave comes (root needed: each runs in a mount namespace of its own), write DIR/kubeconfig "
-        "and return once ready. The processes keep running until `trainyard cluster down --dir DIR`.",
+        "when its wave comes (root needed: each runs in a mount namespace of its own), start `trainyard kubelet` "
+        "(the sandbox as the kubelet of the declared nodes, so what is synced runs; root needed), write "
+        "DIR/kubeconfig and return once ready. The processes keep running until `trainyard cluster down --dir DIR`.",
     )
     u.add_argument("--cluster", default="dev", help="cluster of clusters/ to run (default dev)")
     u.add_argument("--dir", required=True, type=Path, help="folder for the cluster's state, PKI, data and logs")
@@ -43,6 +50,12 @@ def register(add_parser: AddParser) -> None:
         "--no-controllers",
         action="store_true",
         help="do not run the upstream controllers (their CRDs are still installed; no root needed)",
+    )
+    u.add_argument(
+        "--no-kubelet",
+        action="store_true",
+        help="do not register the declared nodes with the sandbox as their kubelet (`trainyard kubelet`, "
+        "root needed): without it nothing scheduled runs, and Kueue admits nothing",
     )
     u.set_defaults(func=_up)
 
@@ -81,6 +94,8 @@ def _up(args: argparse.Namespace) -> int:
 
     started = up(load(), args.cluster, args.dir, port=args.port, run_controllers=not args.no_controllers, progress=_say)
     folder = started.folder
+    if not args.no_kubelet:
+        _start_kubelet(started)
     for note in started.state.notes:
         _say(note)
     _say(f"cluster {args.cluster} is up. To use it:")
@@ -88,6 +103,35 @@ def _up(args: argparse.Namespace) -> int:
     _say("  kubectl get applications -n argocd")
     _say(f"Stop it with: trainyard cluster down --dir {args.dir}")
     return 0
+
+
+KUBELET = "kubelet"
+KUBELET_READY = " nodes Ready: "  # the line trainyard kubelet logs once its nodes are registered
+
+
+def _start_kubelet(started: Started) -> None:
+    """``trainyard kubelet`` for the cluster in ``started.folder``, recorded with its processes (so
+    ``down`` stops it first); back once it has registered the nodes. ClusterError with the end of
+    its log when it exits instead, the cluster left running."""
+    from trainyard.cluster.controlplane import ClusterError
+    from trainyard.cluster.processes import spawn, wait_for
+
+    folder = started.folder
+    if os.geteuid() != 0:
+        _say("kubelet: not started: the pods' network namespaces need root (nothing scheduled runs)")
+        return
+    argv = [sys.executable, "-m", "trainyard.cli", "kubelet", "--dir", str(folder)]
+    daemon = spawn(KUBELET, argv, folder / "logs" / f"{KUBELET}.log")
+    started.state.daemons.append(daemon)
+    started.state.save(folder)
+    with contextlib.suppress(TimeoutError):  # still registering after that: said below
+        wait_for(lambda: KUBELET_READY in daemon.log_tail() or not daemon.alive(), 120, "the nodes registered")
+    tail = daemon.log_tail()
+    if not daemon.alive():
+        last = "\n".join(tail.splitlines()[-6:])
+        raise ClusterError(f"trainyard kubelet exited (the cluster runs on; --no-kubelet to go without):\n{last}")
+    line = next((s for s in tail.splitlines() if KUBELET_READY in s), "still registering the nodes")
+    _say(f"kubelet (the sandbox, pid {daemon.pid}, log {daemon.log}): {line.split(' ', 1)[-1]}")
 
 
 def _down(args: argparse.Namespace) -> int:

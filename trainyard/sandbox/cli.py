@@ -1,8 +1,10 @@
-"""``trainyard demo``: the sandbox's command (``make demo`` runs it without arguments)."""
+"""``trainyard demo`` and ``trainyard kubelet``: the sandbox's commands (``make demo`` runs the first
+without arguments; ``trainyard cluster up`` starts the second)."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from trainyard.contract.argv import AddParser
 
@@ -76,6 +78,23 @@ def register(add_parser: AddParser) -> None:
         "(default webhook: the whole path)",
     )
     p.set_defaults(func=_demo)
+
+    k = add_parser(
+        "kubelet",
+        help="be the kubelet of a local cluster's nodes (trainyard cluster up starts it)",
+        description="Register the nodes the cluster running in DIR declares, Ready with their Leases, and run "
+        "the pods bound to them as make demo does: each in a network namespace with eth0 and its Multus networks, "
+        "the trainer image as trainyard launch. Runs until SIGTERM (trainyard cluster down sends it), then stops "
+        "its pods and removes their namespaces. Needs root.",
+    )
+    k.add_argument("--dir", required=True, type=Path, help="the folder given to trainyard cluster up")
+    k.set_defaults(func=_kubelet)
+
+
+def _kubelet(args: argparse.Namespace) -> int:
+    from trainyard.sandbox import kubeletd
+
+    return kubeletd.serve(args.dir)
 
 
 def _demo(args: argparse.Namespace) -> int:
