@@ -204,6 +204,7 @@ def _script(tmp_path: Path, text: str, name: str = "worker.py") -> Path:
     return path
 
 
+@pytest.mark.torchrun  # real torchrun and worker processes
 def test_two_workers_run_the_script_with_its_arguments_untouched(tmp_path):
     import json
 
@@ -227,6 +228,7 @@ def test_two_workers_run_the_script_with_its_arguments_untouched(tmp_path):
         assert s["env"]["TRAINYARD_PREFLIGHT"].startswith("webhook=warn,") and s["env"]["PET_NO_PYTHON"] is None
 
 
+@pytest.mark.torchrun  # real torchrun and worker processes
 def test_the_workers_exit_status_is_launchs(tmp_path):
     script = _script(tmp_path, "import os, sys\nsys.exit(7 if os.environ['RANK'] == '1' else 0)\n")
     out = subprocess.run(
@@ -257,6 +259,7 @@ def _nccl_env(tmp_path: Path) -> dict[str, str]:
     return clean_env(TRAINYARD_EXPECT_TRANSPORT="IB", NCCL_DEBUG_FILE=str(logs / "nccl.%h.%p.log"))
 
 
+@pytest.mark.torchrun  # real torchrun and worker processes
 def test_a_socket_fallback_on_an_ib_fabric_stops_the_foreign_job(tmp_path):
     # the worker would wait for ever: launch must stop it, from what the NCCL log says
     script = _nccl_worker(tmp_path, "socket_fallback.log", "time.sleep(3600)")
@@ -272,6 +275,7 @@ def test_a_socket_fallback_on_an_ib_fabric_stops_the_foreign_job(tmp_path):
     assert "launch: stopping the workers: NCCL does not use the fabric's transport" in out.stdout
 
 
+@pytest.mark.torchrun  # real torchrun and worker processes
 def test_an_allowed_fallback_is_a_warning_and_ib_is_reported(tmp_path):
     script = _nccl_worker(tmp_path, "socket_fallback.log", "")
     argv = ["launch", "--skip-preflight", "--allow-transport-fallback", "--run", "--", "python", str(script)]
@@ -287,6 +291,7 @@ def test_an_allowed_fallback_is_a_warning_and_ib_is_reported(tmp_path):
     assert "launch: NCCL transport: NCCL uses IB" in out.stdout
 
 
+@pytest.mark.torchrun  # real torchrun and worker processes
 def test_a_job_without_nccl_says_the_transport_was_not_checked(tmp_path):
     script = _script(tmp_path, "pass\n")
     argv = ["launch", "--skip-preflight", "--run", "--", "python", str(script)]
@@ -295,6 +300,7 @@ def test_a_job_without_nccl_says_the_transport_was_not_checked(tmp_path):
     assert "the NCCL transport was not checked: no worker wrote NCCL log lines" in out.stdout
 
 
+@pytest.mark.torchrun  # real torchrun and worker processes
 def test_a_log_left_by_an_earlier_run_is_not_judged(tmp_path):
     env = _nccl_env(tmp_path)
     shutil.copy(NCCL_LOGS / "socket_fallback.log", Path(env["NCCL_DEBUG_FILE"].replace("%h.%p", "old.1")))
@@ -310,6 +316,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.torchrun  # real torchrun and worker processes
 def test_launch_serves_preflight_and_transport_but_no_step_series(tmp_path):
     """A worker scrapes launch's endpoint while it runs: the series a foreign loop can have, and no
     step counter that would stay 0 (TrainyardJobStalled would read it as a hung job)."""
@@ -330,6 +337,7 @@ def test_launch_serves_preflight_and_transport_but_no_step_series(tmp_path):
     assert "trainyard_trainer_steps_total" not in text and "trainyard_trainer_step " not in text
 
 
+@pytest.mark.torchrun  # real torchrun and worker processes
 def test_the_pods_sigterm_reaches_the_workers(tmp_path):
     """The kubelet stops a pod with SIGTERM to launch; torchrun must pass it to the workers."""
     ready, got = tmp_path / "ready", tmp_path / "got"
