@@ -90,17 +90,19 @@ def _say(line: str) -> None:
 
 def _up(args: argparse.Namespace) -> int:
     from trainyard.cluster.up import up
+    from trainyard.repo.model.rendered_facts import TRAINING_NAMESPACE
     from trainyard.repo.model.repository import load
 
     started = up(load(), args.cluster, args.dir, port=args.port, run_controllers=not args.no_controllers, progress=_say)
     folder = started.folder
-    if not args.no_kubelet:
-        _start_kubelet(started)
     for note in started.state.notes:
         _say(note)
+    kubelet = not args.no_kubelet and _start_kubelet(started)
     _say(f"cluster {args.cluster} is up. To use it:")
     _say(f"  export KUBECONFIG={folder / 'kubeconfig'} PATH={folder / 'bin'}:$PATH")
     _say("  kubectl get applications -n argocd")
+    if kubelet:
+        _say(f"  kubectl get trainjobs,pytorchjobs,workloads,pods -n {TRAINING_NAMESPACE}   # the synced jobs, run")
     _say(f"Stop it with: trainyard cluster down --dir {args.dir}")
     return 0
 
@@ -109,7 +111,7 @@ KUBELET = "kubelet"
 KUBELET_READY = " nodes Ready: "  # the line trainyard kubelet logs once its nodes are registered
 
 
-def _start_kubelet(started: Started) -> None:
+def _start_kubelet(started: Started) -> bool:
     """``trainyard kubelet`` for the cluster in ``started.folder``, recorded with its processes (so
     ``down`` stops it first); back once it has registered the nodes. ClusterError with the end of
     its log when it exits instead, the cluster left running."""
@@ -119,7 +121,7 @@ def _start_kubelet(started: Started) -> None:
     folder = started.folder
     if os.geteuid() != 0:
         _say("kubelet: not started: the pods' network namespaces need root (nothing scheduled runs)")
-        return
+        return False
     argv = [sys.executable, "-m", "trainyard.cli", "kubelet", "--dir", str(folder)]
     daemon = spawn(KUBELET, argv, folder / "logs" / f"{KUBELET}.log")
     started.state.daemons.append(daemon)
@@ -132,6 +134,7 @@ def _start_kubelet(started: Started) -> None:
         raise ClusterError(f"trainyard kubelet exited (the cluster runs on; --no-kubelet to go without):\n{last}")
     line = next((s for s in tail.splitlines() if KUBELET_READY in s), "still registering the nodes")
     _say(f"kubelet (the sandbox, pid {daemon.pid}, log {daemon.log}): {line.split(' ', 1)[-1]}")
+    return True
 
 
 def _down(args: argparse.Namespace) -> int:
