@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 from pathlib import Path
@@ -109,14 +108,15 @@ def _up(args: argparse.Namespace) -> int:
 
 KUBELET = "kubelet"
 KUBELET_READY = " nodes Ready: "  # the line trainyard kubelet logs once its nodes are registered
+LOG_HEAD = 1 << 20  # what of its log is read for that line
 
 
 def _start_kubelet(started: Started) -> bool:
     """``trainyard kubelet`` for the cluster in ``started.folder``, recorded with its processes (so
     ``down`` stops it first); back once it has registered the nodes. ClusterError with the end of
-    its log when it exits instead, the cluster left running."""
-    from trainyard.cluster.controlplane import ClusterError
-    from trainyard.cluster.processes import spawn, wait_for
+    its log when it exits or stalls instead, the cluster left running."""
+    from trainyard.cluster.controlplane import wait_ready
+    from trainyard.cluster.processes import spawn
 
     folder = started.folder
     if os.geteuid() != 0:
@@ -126,13 +126,9 @@ def _start_kubelet(started: Started) -> bool:
     daemon = spawn(KUBELET, argv, folder / "logs" / f"{KUBELET}.log")
     started.state.daemons.append(daemon)
     started.state.save(folder)
-    with contextlib.suppress(TimeoutError):  # still registering after that: said below
-        wait_for(lambda: KUBELET_READY in daemon.log_tail() or not daemon.alive(), 120, "the nodes registered")
-    tail = daemon.log_tail()
-    if not daemon.alive():
-        last = "\n".join(tail.splitlines()[-6:])
-        raise ClusterError(f"trainyard kubelet exited (the cluster runs on; --no-kubelet to go without):\n{last}")
-    line = next((s for s in tail.splitlines() if KUBELET_READY in s), "still registering the nodes")
+    wait_ready(daemon, lambda: KUBELET_READY in daemon.log_tail(LOG_HEAD), "the nodes registered", timeout=120)
+    # the pods it starts at once may log past the end's default size: the line is in its first lines
+    line = next(s for s in daemon.log_tail(LOG_HEAD).splitlines() if KUBELET_READY in s)
     _say(f"kubelet (the sandbox, pid {daemon.pid}, log {daemon.log}): {line.split(' ', 1)[-1]}")
     return True
 

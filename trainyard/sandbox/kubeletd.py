@@ -1,4 +1,4 @@
-"""``trainyard sandbox kubelet``: the sandbox as the kubelet of a running local cluster's nodes,
+"""``trainyard kubelet``: the sandbox as the kubelet of a running local cluster's nodes,
 as a process of its own, so that what reaches the cluster after ``trainyard cluster up`` runs.
 
 ``trainyard cluster up`` starts it (unless ``--no-kubelet``) and records it with the control
@@ -34,8 +34,8 @@ def _say(line: str) -> None:
     print(f"{time.strftime('%H:%M:%S')} {line}", flush=True)
 
 
-def serve(folder: Path, stop: threading.Event | None = None) -> int:
-    """Be the kubelet of the cluster running in ``folder`` until SIGTERM (or ``stop``)."""
+def serve(folder: Path) -> int:
+    """Be the kubelet of the cluster running in ``folder`` until SIGTERM or SIGINT."""
     folder = folder.resolve()
     state = State.load(folder)
     if state is None:
@@ -43,7 +43,7 @@ def serve(folder: Path, stop: threading.Event | None = None) -> int:
     available, why = isolation_available()
     if not available:
         raise UserError(f"the pods need network namespaces ({why}); run as root")
-    stop = stop or threading.Event()
+    stop = threading.Event()
     facts = declared.load(repository.load(ROOT), state.cluster)
     started = Started(folder, state, Paths(folder))
     with started.client() as kube, sandbox_kubelet(kube, facts, folder / WORK, _say) as kubelet:

@@ -54,7 +54,7 @@ LIMITS = HeadLimits(max_line=4096, max_fields=32, max_head=8192, head_timeout=10
 MAX_CONNECTIONS = 16  # one Prometheus scrapes a handful of pods at once
 ANSWER_TIMEOUT = 60.0  # a scrape's timeout is 10 s by default; a pod that trickles is cut here
 CONNECT_TIMEOUT = 5.0
-FORWARDED = ("user-agent", "accept", "accept-encoding", "x-prometheus-scrape-timeout-seconds")
+FORWARDED = ("user-agent", "accept", "accept-encoding", SCRAPE_TIMEOUT_FIELD)
 # absolute-form as Go writes it for an http target: lower-case scheme, an IPv4 address, a port
 _TARGET = re.compile(r"http://([0-9]{1,3}(?:\.[0-9]{1,3}){3})(?::([0-9]{1,5}))?(/[!-\"$-~]*)?")  # no fragment
 

@@ -28,6 +28,7 @@ from trainyard.sandbox import monitoring, podproxy
 from trainyard.sandbox.localpods import isolation_available
 
 NETWORK = ipaddress.ip_network("10.244.99.0/24")
+NETNS = isolation_available()  # (whether, why not): probed once, it adds and deletes a namespace
 POD = "10.244.99.5"
 # what Prometheus (Go's net/http) sends through proxy_url for a plain-HTTP target
 SCRAPE = (
@@ -266,7 +267,7 @@ while True:
 
 
 @pytest.mark.netns
-@pytest.mark.skipif(not isolation_available()[0], reason=f"needs root and ip netns: {isolation_available()[1]}")
+@pytest.mark.skipif(not NETNS[0], reason=f"needs root and ip netns: {NETNS[1]}")
 def test_a_pod_that_drops_syns_holds_only_its_own_scrape() -> None:
     name = f"ty-dial-{os.getpid()}"
     subprocess.run(["ip", "netns", "add", name], check=True)
