@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -50,7 +51,29 @@ class CrashLoopBackOff:
         return start
 
 
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")  # Linux: the ports connect() picks from
+LOWEST_PORT = 10000  # below: well-known and registered services' ports
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default range starts here
+
+
 def free_port() -> int:
+    """A port on 127.0.0.1 that nothing holds now, for a process started next to bind. Taken below
+    the ephemeral range where it can: a port the kernel hands out for binding port 0 comes from the
+    range outbound connections take their source ports from, and on a busy machine one of them took
+    a daemon's port between this choice and its bind (a controller then failed 'address already in
+    use'). Port 0's choice when no port below the range is free after a few tries."""
+    low = _ephemeral_low()
+    rng = random.SystemRandom()
+    for _ in range(32 if low > LOWEST_PORT else 0):
+        port = rng.randrange(LOWEST_PORT, low)
+        if not port_in_use(port):
+            return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]

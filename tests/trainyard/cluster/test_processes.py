@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 
-from trainyard.cluster.processes import free_port, listening, port_in_use
+from trainyard.cluster.processes import EPHEMERAL_RANGE, LOWEST_PORT, free_port, listening, port_in_use
 
 
 def test_a_listener_is_listening_until_it_closes() -> None:
@@ -24,3 +24,24 @@ def test_an_outbound_connections_source_port_is_not_a_listener() -> None:
         client.connect(server.getsockname())
         assert port_in_use(source)  # a bind there would fail
         assert not listening(source)
+
+
+def test_a_free_port_is_below_the_range_outbound_connections_take() -> None:
+    low = int(EPHEMERAL_RANGE.read_text().split()[0])
+    ports = [free_port() for _ in range(50)]
+    assert all(LOWEST_PORT <= p < low for p in ports), ports
+    for port in ports[:5]:
+        with socket.create_server(("127.0.0.1", port)):  # bindable, as the caller will
+            pass
+
+
+def test_a_port_held_is_never_chosen(monkeypatch) -> None:
+    """Every port below the range but one is taken: that one is chosen, or port 0's choice after
+    the tries, never a held port."""
+    from trainyard.cluster import processes
+
+    with socket.create_server(("127.0.0.1", 0)) as held:
+        taken = held.getsockname()[1]
+        monkeypatch.setattr(processes.random.SystemRandom, "randrange", lambda self, a, b: taken)
+        port = free_port()
+    assert port != taken
