@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 import cluster_pods  # noqa: E402
 from results import publish, table  # noqa: E402
 
-from trainyard.cluster import controlplane  # noqa: E402
+from trainyard.cluster import components, controlplane  # noqa: E402
 from trainyard.cluster.up import up  # noqa: E402
 from trainyard.repo.model.repository import load  # noqa: E402
 
@@ -186,7 +186,7 @@ def main() -> None:
                             + " | ".join(cells) + " |")  # fmt: skip
     load1 = os.getloadavg()[0]
     caption = (
-        f"Pod creates through kube-apiserver v1.36.3 (bench/apiserver_admission.py, "
+        f"Pod creates through kube-apiserver {components.KUBERNETES_VERSION} (bench/apiserver_admission.py, "
         f"{datetime.now(UTC):%Y-%m-%d}, {os.cpu_count()} cores, load average {load1:.1f}); ms per pod, "
         "from when the create was due to its answer"
     )

@@ -3,7 +3,7 @@
 // with it (trainyard/repo/model/kustomize.py). A module of its own: kustomize v5.8.3 asks for Go
 // 1.27 (its go.mod), which the go command fetches from the module proxy for this module alone
 // (GOTOOLCHAIN, trainyard/repo/model/gomodules.py NEWER_GO), and its dependencies never move those
-// of kube/go.mod, whose kubectl v1.36.3 embeds kustomize 5.8.1 (k8s.io/kubectl@v0.36.3:go.mod).
+// of kube/go.mod, whose kubectl v1.36.5 embeds kustomize 5.8.1 (k8s.io/kubectl@v0.36.5:go.mod).
 module trainyard.dev/kube/kustomize
 
 go 1.27.0

@@ -37,7 +37,7 @@ GROUP_FIELDS = {"name", "labels", "interval", "query_offset", "rules", "partial_
 RULE_FIELDS = {"record", "alert", "expr", "for", "keep_firing_for", "labels", "annotations"}
 
 # Label names the rules may use beyond the contract's: Prometheus' own target labels, the webhook's
-# outcome (webhook/metrics.py), kube-apiserver's VAP counter (k8s.io/apiserver@v0.36.3
+# outcome (webhook/metrics.py), kube-apiserver's VAP counter (k8s.io/apiserver@v0.36.5
 # pkg/admission/plugin/policy/validating/metrics/metrics.go) and Kueue's (kueue@v0.19.2 pkg/metrics/metrics.go).
 UPSTREAM_LABELS = {
     "job", "instance", "le",

@@ -19,7 +19,7 @@ from trainyard.cluster.processes import wait_for
 from trainyard.contract.k8s import LAST_APPLIED_ANNOTATION as LAST_APPLIED
 
 # What kubectl apply (and so Argo CD's client-side apply) records on the object
-# (k8s.io/kubectl@v0.36.3:pkg/cmd/apply, corev1.LastAppliedConfigAnnotation).
+# (k8s.io/kubectl@v0.36.5:pkg/cmd/apply, corev1.LastAppliedConfigAnnotation).
 # An unknown or duplicate field is an error, not a warning: kubectl's default (--validate=strict),
 # and so Argo CD's unless an Application sets Validate=false.
 STRICT = {"fieldValidation": "Strict"}

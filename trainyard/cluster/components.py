@@ -34,7 +34,7 @@ KUBE_MODULE = gomodules.KUBE_MODULE
 # The Kubernetes release kube/go.mod pins; --version and the API server's /version say it because
 # the build stamps it (an unstamped build reports v0.0.0-master, which Kueue refuses to parse:
 # kueue@v0.19.2:cmd/kueue/main.go setupServerVersionFetcher).
-KUBERNETES_VERSION = "v1.36.3"
+KUBERNETES_VERSION = "v1.36.5"
 
 
 @dataclass(frozen=True)

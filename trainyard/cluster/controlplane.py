@@ -181,7 +181,7 @@ def _start_etcd(kube: str, paths: Paths) -> Daemon:
     p = paths.pki
     server_cert, server_key = p.cert(pki.ETCD_SERVER), p.key(pki.ETCD_SERVER)
     # The flags envtest gives etcd (controlplane/etcd.go), with TLS as kubeadm gives it
-    # (k8s.io/kubernetes@v1.36.3:cmd/kubeadm/app/phases/etcd/local.go getEtcdCommand): clients and
+    # (k8s.io/kubernetes@v1.36.5:cmd/kubeadm/app/phases/etcd/local.go getEtcdCommand): clients and
     # the peer port need a certificate from etcd's CA. No fsync: the data dies with the cluster.
     argv = [
         kube,
@@ -223,7 +223,7 @@ def _apiserver_argv(kube: str, paths: Paths, etcd: Daemon, port: int, version: s
         f"--etcd-certfile={p.cert(pki.ETCD_CLIENT)}",
         f"--etcd-keyfile={p.key(pki.ETCD_CLIENT)}",
         "--bind-address=127.0.0.1",
-        # without it the server looks for an address on the default route (apiserver@v0.36.3:
+        # without it the server looks for an address on the default route (apiserver@v0.36.5:
         # pkg/server/options/server_run_options.go); the kubernetes Service's endpoints cannot be
         # loopback, so the endpoint reconciler is off
         "--advertise-address=127.0.0.1",

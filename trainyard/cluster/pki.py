@@ -6,10 +6,10 @@ certificate and the client certificates of the admin, the controllers and kube-a
 (controller-runtime@v0.24.1:pkg/internal/testing/controlplane/auth.go: the admin is a member of
 ``system:masters``) and kubeadm's names for the controllers' identities
 (``system:kube-controller-manager``, ``system:kube-scheduler``, bound by the bootstrap RBAC
-policy of k8s.io/kubernetes@v1.36.3:plugin/pkg/auth/authorizer/rbac/bootstrappolicy).
+policy of k8s.io/kubernetes@v1.36.5:plugin/pkg/auth/authorizer/rbac/bootstrappolicy).
 
 etcd has a CA of its own, as kubeadm gives it (``etcd/ca``,
-k8s.io/kubernetes@v1.36.3:cmd/kubeadm/app/constants/constants.go): it issues etcd's serving and
+k8s.io/kubernetes@v1.36.5:cmd/kubeadm/app/constants/constants.go): it issues etcd's serving and
 peer certificate and kube-apiserver's etcd client certificate only, so that no other client of
 the cluster's CA (the admin, the controllers) can talk to etcd directly and bypass
 kube-apiserver's authorization. etcd requires a client certificate from it.
@@ -115,7 +115,7 @@ def create(folder: Path) -> Pki:
     _write_pair(pki, ETCD_SERVER, *server)
     _write_pair(pki, ETCD_CLIENT, *certs.client_certificate(etcd_ca, "kube-apiserver-etcd-client", DAYS))
     # ES256 service-account tokens: kube-apiserver accepts an ECDSA signing key
-    # (k8s.io/kubernetes@v1.36.3:pkg/serviceaccount/jwt.go signerFromECDSAPrivateKey).
+    # (k8s.io/kubernetes@v1.36.5:pkg/serviceaccount/jwt.go signerFromECDSAPrivateKey).
     sa = ec.generate_private_key(ec.SECP256R1())
     write_private(pki.service_account_key, _pem_key(sa), 0o600)
     pub = sa.public_key().public_bytes(pem, serialization.PublicFormat.SubjectPublicKeyInfo)

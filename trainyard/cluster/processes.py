@@ -25,10 +25,10 @@ T = TypeVar("T")
 
 # The kubelet's CrashLoopBackOff, for an exited container it starts again: the first restart at
 # once, then after 10 s, doubling up to 5 minutes; a container that ran 10 minutes (twice the
-# cap) since its last start begins again at once. k8s.io/kubernetes@v1.36.3:
+# cap) since its last start begins again at once. k8s.io/kubernetes@v1.36.5:
 # pkg/kubelet/kubelet.go (initialCrashLoopBackOff, MaxCrashLoopBackOff =
 # pkg/kubelet/apis/config/v1beta1 MaxContainerBackOff), kuberuntime/kuberuntime_manager.go
-# doBackOff over k8s.io/client-go@v0.36.3 util/flowcontrol/backoff.go (Next, IsInBackOffSince,
+# doBackOff over k8s.io/client-go@v0.36.5 util/flowcontrol/backoff.go (Next, IsInBackOffSince,
 # hasExpired).
 CRASHLOOP_INITIAL_S = 10
 CRASHLOOP_MAX_S = 300

@@ -52,7 +52,7 @@ def _container_env(deployment: dict, name: str) -> str | None:
 
 def admission_config(folder: Path, port: int, p: Pki) -> Path:
     """kube-apiserver's AdmissionConfiguration: the webhook plugins present the client certificate
-    to ``127.0.0.1:port`` (k8s.io/apiserver@v0.36.3:pkg/admission/plugin/webhook/config/apis/
+    to ``127.0.0.1:port`` (k8s.io/apiserver@v0.36.5:pkg/admission/plugin/webhook/config/apis/
     webhookadmission/v1 WebhookAdmission; users are matched by host:port,
     pkg/util/webhook/authentication.go)."""
     clients = folder / "webhook-clients.kubeconfig"

@@ -8,8 +8,8 @@ past the bound and refused too. So a 50 MB CA bundle dropped into a Secret mount
 handshake nor stays in memory.
 
 The bound is a Secret's or a ConfigMap's whole data: at most 1 MiB
-(k8s.io/api@v0.36.3:core/v1/types.go ``MaxSecretSize``; ConfigMaps share it,
-k8s.io/kubernetes@v1.36.3:pkg/apis/core/validation/validation.go ``ValidateConfigMap``), so no
+(k8s.io/api@v0.36.5:core/v1/types.go ``MaxSecretSize``; ConfigMaps share it,
+k8s.io/kubernetes@v1.36.5:pkg/apis/core/validation/validation.go ``ValidateConfigMap``), so no
 file mounted from either can be larger, and a hand-written file that is means a mistake.
 
 :func:`write_private` writes a file through a temporary file of an unpredictable name, created

@@ -3,7 +3,7 @@ limits, and ``$(VAR)`` expansion.
 
 Patterns follow k8s.io/apimachinery/pkg/util/validation/validation.go (IsDNS1123Label,
 IsDNS1123Subdomain, IsDNS1035Label, IsCIdentifier-like env names); labels and annotations follow
-kubernetes/apimachinery@v0.36.3 pkg/api/validate/content/kube.go (IsLabelKey, label values) and
+kubernetes/apimachinery@v0.36.5 pkg/api/validate/content/kube.go (IsLabelKey, label values) and
 pkg/api/validation/objectmeta.go (ValidateAnnotations, TotalAnnotationSizeLimitB); expansion follows
 kubernetes/kubernetes third_party/forked/golang/expansion/expand.go (Expand, tryReadVariableName).
 """
@@ -29,7 +29,7 @@ QUALIFIED_NAME_MAX = 63
 LABEL_VALUE_MAX = 63
 # objectmeta.go: TotalAnnotationSizeLimitB = 256 * (1 << 10), the sum of len(key) + len(value) in bytes
 ANNOTATIONS_MAX_BYTES = 256 * 1024
-# Well-known keys: k8s.io/api@v0.36.3 core/v1/well_known_labels.go (LabelHostname, LabelMetadataName)
+# Well-known keys: k8s.io/api@v0.36.5 core/v1/well_known_labels.go (LabelHostname, LabelMetadataName)
 # and core/v1/annotation_key_constants.go (LastAppliedConfigAnnotation)
 HOSTNAME_LABEL = "kubernetes.io/hostname"  # the node's name, on every node
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # the namespace's name, set by kube-apiserver

@@ -180,7 +180,7 @@ def _reason(condition: dict) -> str:
 
 
 def pod_status(pod: dict) -> tuple[str, int]:
-    """kubectl's STATUS and RESTARTS columns for a pod (k8s.io/kubernetes@v1.36.3:
+    """kubectl's STATUS and RESTARTS columns for a pod (k8s.io/kubernetes@v1.36.5:
     pkg/printers/internalversion/printers.go printPod; sidecars aside, which the sandbox refuses):
     ``Init:CrashLoopBackOff`` for a preflight that keeps failing, ``Init:0/1`` while it runs."""
     status = pod.get("status") or {}

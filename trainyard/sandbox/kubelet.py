@@ -14,7 +14,7 @@ restartPolicy says, for ever, after the kubelet's CrashLoopBackOff (``waiting: C
 with the last exit as ``lastState`` meanwhile), so a Job's backoffLimit is what ends it.
 
 Contracts followed (the statuses kwok v0.8.0's stages write, and the kubelet's own):
-k8s.io/kubernetes@v1.36.3 pkg/kubelet/nodestatus/setters.go (node conditions and addresses),
+k8s.io/kubernetes@v1.36.5 pkg/kubelet/nodestatus/setters.go (node conditions and addresses),
 pkg/kubelet/nodelease (Lease: holderIdentity, leaseDurationSeconds 40, renewTime every 10 s,
 owner reference to the Node), pkg/kubelet/status/generate.go (pod conditions) and
 kubelet_pods.go convertToAPIContainerStatuses (container states: ``Completed``/``Error`` as the
@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from trainyard.cluster.client import ApiError, Kube
+from trainyard.cluster.components import KUBERNETES_VERSION
 from trainyard.contract.errors import UserError
 from trainyard.contract.k8s import HOSTNAME_LABEL as HOSTNAME
 from trainyard.repo.model.declared import ClusterFacts
@@ -50,7 +51,7 @@ from trainyard.sandbox.localpods import LocalCluster, LocalPod
 LEASE_SECONDS = 40
 RENEW_SECONDS = 10.0
 MAX_PODS = "110"  # the kubelet's default --max-pods
-KUBELET_VERSION = "v1.36.3"  # trainyard.cluster.components.KUBERNETES_VERSION, as a node reports it
+KUBELET_VERSION = KUBERNETES_VERSION  # as a node reports it: the control plane's own version
 
 Progress = Callable[[str], None]
 

@@ -4,7 +4,7 @@
 // compiled and linked once, not once per component.
 //
 // Each case is the upstream main of that component at the version go.mod pins:
-// k8s.io/kubernetes@v1.36.3:cmd/{kube-apiserver,kube-controller-manager,kube-scheduler,kubectl},
+// k8s.io/kubernetes@v1.36.5:cmd/{kube-apiserver,kube-controller-manager,kube-scheduler,kubectl},
 // go.etcd.io/etcd/server/v3@v3.6.8:main.go. kustomize is built on its own, from kube/kustomize (a
 // small build that `make validate` needs long before a cluster does).
 package main

@@ -24,6 +24,7 @@ from tests.webhook import strategies
 from trainyard.cluster.client import ApiError, Kube
 from trainyard.cluster.processes import wait_for
 from trainyard.cluster.up import render_for
+from trainyard.repo.generate.cel_jsonpatch import object_initializers
 from trainyard.repo.generate.mutating_harness import Harness, limits_hit, normalise
 from trainyard.repo.jobs.preview import cluster_job_pods
 from trainyard.repo.model import repository
@@ -40,6 +41,7 @@ PLAIN = "trainyard-test-plain"  # selected by no trainyard admission
 # quota is a lab's: the example pods of bigger clusters exceed it) nor its job pod-security policy
 INJECTED = "trainyard-test-fabric"
 INJECTION_LABEL = {"trainyard.dev/injection": "enabled"}
+TRAINER = "registry.example.com/ml/trainer"  # the examples' trainer image
 SERVER_SET = ("uid", "creationTimestamp", "resourceVersion", "generation", "managedFields")
 
 
@@ -234,7 +236,7 @@ def test_example_pods_get_exactly_the_engines_fabric(dev):
     kube, policies, default = dev
     for pod in _examples():
         got = assert_same(kube, pod, policies, default, INJECTED)
-        trainers = [c for c in got["spec"]["containers"] if c["image"].startswith("registry.example.com/ml/trainer")]
+        trainers = [c for c in got["spec"]["containers"] if c["image"].startswith(TRAINER)]
         if trainers:  # the fabric really is on it: the shm volume and the network annotation
             assert NETWORKS in got["metadata"]["annotations"]
             assert any(v.get("emptyDir", {}).get("medium") == "Memory" for v in got["spec"]["volumes"])
@@ -442,6 +444,55 @@ def test_policy_mode_pods_get_the_engines_fabric_and_the_harness_agrees(clusters
             checked += 1
     assert limited_seen >= 1  # the examples include a pod in Multus's JSON form
     assert checked >= 5
+
+
+ALIASED = "trainyard-test-140419"  # bound only by the policy below
+
+
+def test_an_object_in_a_jsonpatch_list_reaches_the_pod(clusters, prod_ib):
+    """kubernetes#140419, fixed in v1.36.5: kube-apiserver v1.36.0-v1.36.4 panics on a JSONPatch
+    value holding an ``Object`` initializer inside a list (the request fails with an internal
+    error, failurePolicy notwithstanding). The generated prod-ib policy with one such mutation more,
+    bound to a namespace of its own: every pod gets the fabric of the generated policy, and the
+    host alias. (The compiler itself never writes that shape: tests/trainyard/repo/generate.)"""
+    kube, _, _ = prod_ib
+    docs = {r.kind: copy.deepcopy(r.doc) for r in _render("prod-ib").resources() if r.kind.startswith("Mutating")}
+    policy, binding = docs["MutatingAdmissionPolicy"], docs["MutatingAdmissionPolicyBinding"]
+    alias = {"ip": "10.0.0.1", "hostnames": ["probe.local"]}
+    value = f"[Object.spec.hostAliases{{ip: '{alias['ip']}', hostnames: ['{alias['hostnames'][0]}']}}]"
+    assert object_initializers(value) == ["Object.spec.hostAliases"]
+    policy["metadata"] = {"name": ALIASED}
+    expression = f"[JSONPatch{{op: 'add', path: '/spec/hostAliases', value: {value}}}]"
+    policy["spec"]["mutations"].append({"patchType": "JSONPatch", "jsonPatch": {"expression": expression}})
+    binding["metadata"] = {"name": ALIASED}
+    binding["spec"]["policyName"] = ALIASED
+    binding["spec"]["matchResources"] = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ALIASED}}}
+    _namespace(kube, ALIASED)
+    checked = 0
+    try:
+        kube.create(policy)
+        kube.create(binding)
+        for pod in _examples():
+            try:
+                want = _comparable(stored(kube, pod, INJECTED))
+            except ApiError:  # a named limit: refused (test_policy_mode_pods_get_the_engines_fabric...)
+                continue
+            if not any(c["image"].startswith(TRAINER) for c in want["spec"]["containers"]):
+                continue
+            _accounts(kube, pod, ALIASED)
+            # kube-apiserver loads a new policy from its informer: ask until this one applies
+            got = wait_for(
+                lambda pod=pod: (p := stored(kube, pod, ALIASED)).get("spec", {}).get("hostAliases") and p,
+                what=f"{ALIASED} to apply",
+            )
+            assert got["spec"]["hostAliases"] == [alias]
+            want["spec"]["hostAliases"] = [alias]
+            assert _comparable(got) == want, _diff(want, _comparable(got))
+            checked += 1
+    finally:
+        kube.delete(binding)
+        kube.delete(policy)
+    assert checked >= 3
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -115,7 +115,7 @@ def test_the_controllers_own_webhooks_refuse_what_they_refuse(clusters):
         )
         # Kueue's TrainJob webhook and Trainer's both look the runtime up; kube-apiserver calls
         # validating webhooks in parallel and reports the first refusal to arrive
-        # (apiserver@v0.36.3:pkg/admission/plugin/webhook/validating/dispatcher.go)
+        # (apiserver@v0.36.5:pkg/admission/plugin/webhook/validating/dispatcher.go)
         webhooks = r'admission webhook "(vtrainjob\.kb\.io|validator\.trainjob\.trainer\.kubeflow\.org)" denied'
         assert re.search(webhooks, message), message
         # Trainer's in the words `trainyard validate` uses (trainjob.missing_runtime); Kueue's its own

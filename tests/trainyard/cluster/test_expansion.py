@@ -80,7 +80,7 @@ def _key(pod: dict) -> tuple:
 
 UID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 # kube-apiserver's PodTopologyLabelsAdmission copies these from the node at binding (KEP-4742;
-# beta and on from 1.35: k8s.io/kubernetes@v1.36.3:pkg/features/kube_features.go)
+# beta and on from 1.35: k8s.io/kubernetes@v1.36.5:pkg/features/kube_features.go)
 BINDING_LABELS = ("topology.kubernetes.io/zone", "topology.kubernetes.io/region")
 
 

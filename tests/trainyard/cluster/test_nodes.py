@@ -12,7 +12,7 @@ from trainyard.sandbox.localpods import LocalCluster
 
 pytestmark = pytest.mark.cluster
 
-# k8s.io/kubernetes@v1.36.3: --node-monitor-grace-period defaults to 50 s
+# k8s.io/kubernetes@v1.36.5: --node-monitor-grace-period defaults to 50 s
 # (pkg/controller/nodelifecycle/config/v1alpha1/defaults.go), checked every 5 s
 GRACE = 50 + 5
 

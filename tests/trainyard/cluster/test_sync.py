@@ -66,7 +66,7 @@ def test_every_cluster_is_applied_and_kubectl_shows_it(clusters, cluster):
         got = json.loads(kubectl(started, "get", plural, r.name, "-n", r.namespace, "-o", "json"))
         assert contains(got["spec"], r.doc["spec"]), f"{r.describe()}: stored differs beyond defaults"
     version = json.loads(kubectl(started, "version", "-o", "json"))
-    assert version["clientVersion"]["gitVersion"] == version["serverVersion"]["gitVersion"] == "v1.36.3"
+    assert version["clientVersion"]["gitVersion"] == version["serverVersion"]["gitVersion"] == "v1.36.5"
 
 
 @pytest.fixture

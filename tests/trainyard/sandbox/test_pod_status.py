@@ -1,4 +1,4 @@
-"""The demo's pod column, as kubectl's STATUS and RESTARTS (k8s.io/kubernetes@v1.36.3:
+"""The demo's pod column, as kubectl's STATUS and RESTARTS (k8s.io/kubernetes@v1.36.5:
 pkg/printers/internalversion/printers.go printPod), from statuses the kubelet writes."""
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ def homogeneous(expression: str) -> str:
     """``expression`` with every value of every map literal wrapped in ``dyn()``.
 
     kube-apiserver type-checks admission CEL with homogeneous aggregate literals
-    (k8s.io/apiserver@v0.36.3 pkg/cel/environment/base.go: cel.HomogeneousAggregateLiterals): a map
+    (k8s.io/apiserver@v0.36.5 pkg/cel/environment/base.go: cel.HomogeneousAggregateLiterals): a map
     literal whose values differ in type, such as a toleration's strings and its tolerationSeconds,
     does not compile, and neither does a list of such maps. ``dyn()`` is the identity at run time
     and makes every value one type. A ``{`` right after a name opens a message (``JSONPatch{...}``),
@@ -81,6 +81,53 @@ def homogeneous(expression: str) -> str:
     if quote or stack:
         raise ValueError(f"unbalanced CEL expression: {expression[:80]!r}")
     return "".join(out)
+
+
+def object_initializers(expression: str) -> list[str]:
+    """Every ``Object...{`` type initializer of a CEL expression (outside its string literals), by
+    the type it names, in one left-to-right pass.
+
+    The compiler writes JSONPatch values as map literals only: kube-apiserver before v1.36.5
+    cannot convert an ``Object`` value held in a list or a map of a JSONPatch value and panics on
+    the request, failurePolicy notwithstanding (kubernetes/kubernetes#140419, in
+    k8s.io/apiserver@v0.36.5 pkg/cel/mutation/dynamic/objects.go ``ConvertToNative``; #142181)."""
+    found: list[str] = []
+    chain: list[str] = []  # the dotted name being read, when it starts with Object
+    name = ""  # the identifier being read
+    after_dot = False
+    quote = ""
+    escaped = False
+    for ch in expression + " ":
+        if quote:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == quote:
+                quote = ""
+            continue
+        if ch.isalnum() or ch == "_":
+            name += ch
+            continue
+        if name:  # an identifier ended
+            if after_dot and chain:
+                chain.append(name)
+            elif not after_dot:
+                chain = [name] if name == "Object" else []
+            else:
+                chain = []
+            name, after_dot = "", False
+        if ch.isspace():
+            continue
+        if ch == "." and chain:
+            after_dot = True
+            continue
+        if ch == "{" and chain and not after_dot:
+            found.append(".".join(chain))
+        chain, after_dot = [], ch == "."
+        if ch in "'\"":
+            quote = ch
+    return found
 
 
 def patch(op: str, path: str, value: str | None = None) -> str:

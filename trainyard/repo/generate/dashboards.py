@@ -42,7 +42,7 @@ FOLDER = "base/monitoring/dashboards"
 SOURCE = "trainyard/repo/generate/dashboards.py"
 
 # --- upstream series ---------------------------------------------------------------------------
-# kubernetes/apiserver@v0.36.3: pkg/admission/plugin/policy/validating/metrics/metrics.go
+# kubernetes/apiserver@v0.36.5: pkg/admission/plugin/policy/validating/metrics/metrics.go
 # (namespace "apiserver", subsystem "validating_admission_policy", counter "check_total", labels
 # policy, policy_binding, error_type, enforcement_action: "deny" when a validation refused).
 VAP_CHECKS = "apiserver_validating_admission_policy_check_total"

@@ -3,7 +3,7 @@ declared facts.
 
 Why: the namespace's ResourceQuota bounds requests.cpu, requests.memory and limits.memory, and the
 quota admission then refuses every pod with a container that does not say them ("must specify
-...", kubernetes/kubernetes@v1.36.3:pkg/quota/v1/evaluator/core/pods.go, validationSet). Almost
+...", kubernetes/kubernetes@v1.36.5:pkg/quota/v1/evaluator/core/pods.go, validationSet). Almost
 no upstream example says all three (most say only ``nvidia.com/gpu``), so without defaults the
 quota refuses them. LimitRanger fills what a container leaves out before the quota judges it
 (plugin/pkg/admission/limitranger/admission.go, mergeContainerResources); Kueue applies the same

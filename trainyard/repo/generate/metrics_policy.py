@@ -6,7 +6,7 @@ runtimes and the v1 job bases declare, :mod:`trainyard.contract.metrics`); witho
 of the cluster can open connections there. The listener bounds what one client holds
 (trainer/metrics_http.py); the policy keeps everyone but Prometheus out.
 
-How, from NetworkPolicy's semantics (k8s.io/api@v0.36.3 networking/v1/types.go):
+How, from NetworkPolicy's semantics (k8s.io/api@v0.36.5 networking/v1/types.go):
 
 - a pod selected by a policy with policyTypes Ingress is isolated: only traffic that matches at
   least one ingress rule of some policy selecting it is allowed (NetworkPolicySpec.ingress; the

@@ -474,6 +474,9 @@ def match_conditions(profile: CompiledProfile) -> list[dict]:
 
 def generate(profile: CompiledProfile) -> Generated:
     name = policy_name(profile.name)
+    patches = homogeneous(mutation(profile))
+    if cel.object_initializers(patches):  # kubernetes#140419: see cel_jsonpatch.object_initializers
+        raise ValueError(f"{name}: an Object initializer in a JSONPatch expression: write map literals")
     policy = {
         "apiVersion": API_VERSION,
         "kind": "MutatingAdmissionPolicy",
@@ -487,7 +490,7 @@ def generate(profile: CompiledProfile) -> Generated:
             },
             "matchConditions": [{**m, "expression": homogeneous(m["expression"])} for m in match_conditions(profile)],
             "variables": [{"name": n, "expression": homogeneous(e)} for n, e in variables(profile)],
-            "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": homogeneous(mutation(profile))}}],
+            "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": patches}}],
             # the webhook fails open; so does the policy: the ValidatingAdmissionPolicy fails closed
             "failurePolicy": "Ignore",
             # the operations are idempotent: a pod already given the fabric gets none

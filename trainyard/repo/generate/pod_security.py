@@ -314,7 +314,7 @@ def policy(policies: PolicySet) -> dict:
 
 def binding() -> dict:
     """Bound to the job namespaces by name: the label kubernetes.io/metadata.name, which the API server
-    sets on every namespace to its name (kubernetes/api@v0.36.3:core/v1/well_known_labels.go
+    sets on every namespace to its name (kubernetes/api@v0.36.5:core/v1/well_known_labels.go
     LabelMetadataName)."""
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",

@@ -2,7 +2,7 @@
 
 A pod asks for, per resource, the larger of the sum over its containers and its largest init
 container, a container's request defaulting to its limit (k8s.io/component-helpers resource
-PodRequests and PodLimits; kubernetes/api@v0.36.3:core/v1/types.go ResourceRequirements: "If Requests
+PodRequests and PodLimits; kubernetes/api@v0.36.5:core/v1/types.go ResourceRequirements: "If Requests
 is omitted for a container, it defaults to Limits if that is explicitly specified"). A ResourceQuota
 charges a pod those requests and limits under ``requests.<name>`` / ``<name>`` and ``limits.<name>``,
 and one under ``pods`` (kubernetes/kubernetes pkg/quota/v1/evaluator/core/pods.go, PodUsageFunc); the
@@ -45,7 +45,7 @@ def _pod_limits(spec: dict) -> dict[str, Decimal]:
 
 def limit_range_defaults(limit_range: dict) -> tuple[dict[str, object], dict[str, object]]:
     """(default requests, default limits) a LimitRange gives a container: its Container items in
-    order, a later item's key replacing an earlier's (k8s.io/kubernetes@v1.36.3:
+    order, a later item's key replacing an earlier's (k8s.io/kubernetes@v1.36.5:
     plugin/pkg/admission/limitranger/admission.go defaultContainerResourceRequirements), each item
     as kube-apiserver stores it: a default limit from ``max``, a default request from the default
     limit, else from ``min`` (pkg/apis/core/v1/defaults.go SetDefaults_LimitRangeItem)."""
@@ -123,7 +123,7 @@ class Fit:
     absent: tuple[str, ...] = ()  # extended resources it asks for that no pool has at all
 
 
-# What the kubelet labels every node with beside the pool's own labels (k8s.io/kubernetes@v1.36.3:
+# What the kubelet labels every node with beside the pool's own labels (k8s.io/kubernetes@v1.36.5:
 # pkg/kubelet/kubelet_node_status.go initialNode: hostname, os and arch, and the beta os/arch kept
 # for old selectors). The facts say no architecture unless a pool's labels do: amd64 then.
 KUBELET_LABELS = {

@@ -59,7 +59,7 @@ from trainyard.repo.model.problems import Problem, error
 from trainyard.repo.model.rendered import tree_copy
 from trainyard.repo.model.repository import Repository, kustomization_file
 
-# A Secret's data may hold at most 1 MiB (kubernetes/api@v0.36.3:core/v1/types.go MaxSecretSize); no
+# A Secret's data may hold at most 1 MiB (kubernetes/api@v0.36.5:core/v1/types.go MaxSecretSize); no
 # file of a job folder, whose objects are a few KiB, needs more.
 MAX_FILE_BYTES = 1024 * 1024
 MAX_FOLDER_BYTES = 4 * 1024 * 1024

@@ -124,7 +124,7 @@ def _without_nulls(x: Any) -> Any:
 def prune_nulls(x: Any, schema: dict | None) -> None:
     """Drop, in place, the nulls kube-apiserver drops from a custom resource before validating it:
     a null in a field whose schema is not ``nullable`` and has no ``default``
-    (apiextensions-apiserver@v0.36.3:pkg/apiserver/schema/defaulting/prunenulls.go
+    (apiextensions-apiserver@v0.36.5:pkg/apiserver/schema/defaulting/prunenulls.go
     PruneNonNullableNullsWithoutDefaults; a field the schema does not know is left to pruning)."""
     if isinstance(x, dict):
         props = schema.get("properties") if isinstance(schema, dict) else None
@@ -203,7 +203,7 @@ def validate_pod_template(template: dict) -> list[str]:
 def structural(schema: dict, *, root: bool = True) -> dict:
     """A CRD version's ``openAPIV3Schema`` as JSON Schema, with unknown fields refused as strict
     field validation refuses them: a field is unknown where kube-apiserver's pruning would drop it
-    (apiextensions-apiserver@v0.36.3:pkg/apiserver/schema/pruning/algorithm.go: not in
+    (apiextensions-apiserver@v0.36.5:pkg/apiserver/schema/pruning/algorithm.go: not in
     ``properties``, in an object without ``additionalProperties`` or
     ``x-kubernetes-preserve-unknown-fields``). ``metadata`` is ObjectMeta (checked on its own), at
     the root and in embedded resources; ``nullable`` admits null; int-or-string admits both."""

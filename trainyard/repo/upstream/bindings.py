@@ -4,7 +4,7 @@ kube-apiserver applies them (through :mod:`trainyard.repo.upstream.vap`).
 :func:`collect` pairs every policy with the bindings that name it; :func:`evaluate` runs each pair
 whose binding selects an object (resource, namespace labels, object labels) and returns what
 denies it. The namespaces' labels are the rendered Namespaces' plus ``kubernetes.io/metadata.name``,
-which the API server sets on every namespace (kubernetes/api@v0.36.3:core/v1/well_known_labels.go
+which the API server sets on every namespace (kubernetes/api@v0.36.5:core/v1/well_known_labels.go
 LabelMetadataName), so a binding that selects job namespaces by name matches offline as in the cluster.
 """
 

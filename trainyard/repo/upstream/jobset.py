@@ -37,7 +37,7 @@ JOB_GROUP_INDEX_LABEL = "jobset.sigs.k8s.io/job-group-index"
 RESTARTS_LABEL = "jobset.sigs.k8s.io/restart-attempt"
 UNSUPPORTED_JOBSET_ANNOTATIONS = ("alpha.jobset.sigs.k8s.io/exclusive-topology",)
 
-# kubernetes/api@v0.36.3:batch/v1/types.go
+# kubernetes/api@v0.36.5:batch/v1/types.go
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
 CONTROLLER_UID_LABELS = ("batch.kubernetes.io/controller-uid", "controller-uid")

@@ -2,7 +2,7 @@
 
 kube-apiserver applies a ValidatingAdmissionPolicy to a request when the policy's
 ``matchConstraints`` and one of its bindings' ``matchResources`` both match it (resource rules,
-namespace and object selectors, exclusions; kubernetes/api@v0.36.3:admissionregistration/v1/types.go,
+namespace and object selectors, exclusions; kubernetes/api@v0.36.5:admissionregistration/v1/types.go,
 MatchResources, NamedRuleWithOperations), then evaluates the policy as
 :func:`trainyard.repo.upstream.vap.check_bound` does.
 """

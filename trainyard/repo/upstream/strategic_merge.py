@@ -14,7 +14,7 @@ Kubeflow Trainer applies each runtime patch to the runtime's JobSet spec with
 - any other list is replaced whole.
 
 The merge keys below are the struct tags of kubernetes-sigs/jobset@v0.12.0:api/jobset/v1alpha2/
-jobset_types.go (``replicatedJobs``: name) and kubernetes/api@v0.36.3:core/v1/types.go (PodSpec:
+jobset_types.go (``replicatedJobs``: name) and kubernetes/api@v0.36.5:core/v1/types.go (PodSpec:
 ``volumes``, ``initContainers``, ``containers``, ``ephemeralContainers``, ``imagePullSecrets``,
 ``schedulingGates``, ``resourceClaims``: name, ``hostAliases``: ip, ``topologySpreadConstraints``:
 topologyKey; Container: ``env``: name, ``ports``: containerPort, ``volumeMounts``: mountPath,

@@ -335,7 +335,7 @@ def policy_from(docs: list[dict]) -> dict | None:
 # ---------------------------------------------------------------------------------------------
 # Any policy with its binding: matched (:mod:`trainyard.repo.upstream.matching`), then :func:`check`.
 # The binding's ``validationActions`` say whether a failure denies the request (``Deny``) or is
-# only a warning or an audit annotation (kubernetes/api@v0.36.3:admissionregistration/v1/types.go,
+# only a warning or an audit annotation (kubernetes/api@v0.36.5:admissionregistration/v1/types.go,
 # ValidationAction).
 
 

@@ -30,7 +30,7 @@ from trainyard.repo.validate.argo import PROVIDES_ANNOTATION
 
 CRD = "CustomResourceDefinition"
 WEBHOOK_CONFIGURATIONS = frozenset({"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"})
-# Roles kube-apiserver creates at start-up (kubernetes@v1.36.3:plugin/pkg/auth/authorizer/rbac/
+# Roles kube-apiserver creates at start-up (kubernetes@v1.36.5:plugin/pkg/auth/authorizer/rbac/
 # bootstrappolicy): policy.go ClusterRoles (the user-facing ones, and every system: role) and
 # namespace_policy.go's Roles in kube-system (system: ones aside)
 BOOTSTRAP_CLUSTER_ROLES = frozenset({"cluster-admin", "admin", "edit", "view"})

@@ -6,7 +6,7 @@ the Applications the emulation generated from the repository's own template
 (:mod:`trainyard.repo.upstream.appset`), so a change of the template is followed, and applies the
 rules kube-apiserver applies when the ApplicationSet controller creates them:
 
-- the name of a custom resource is a DNS-1123 subdomain (kubernetes/apiextensions-apiserver@v0.36.3
+- the name of a custom resource is a DNS-1123 subdomain (kubernetes/apiextensions-apiserver@v0.36.5
   pkg/registry/customresource/validator.go: ``ValidateObjectMetaAccessor(..., NameIsDNSSubdomain)``;
   argo-cd@v3.6.2 util/argo/argo.go IsValidAppName is the same rule);
 - label keys are qualified names and label values at most 63 characters of ``[A-Za-z0-9-_.]``

@@ -2,7 +2,7 @@
 the cluster's.
 
 For each pod of each previewed job (as admitted: with the fabric the webhook or the policies add),
-what kube-apiserver itself decides, in its order (k8s.io/kubernetes@v1.36.3):
+what kube-apiserver itself decides, in its order (k8s.io/kubernetes@v1.36.5):
 
 - defaulting, then LimitRanger: a container's request from its limit, then the namespace's
   LimitRange defaults (:func:`trainyard.repo.jobs.placement.with_defaults`);

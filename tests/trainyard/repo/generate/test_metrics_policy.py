@@ -1,5 +1,5 @@
 """The job namespace's NetworkPolicy for the trainer's metrics port, read with NetworkPolicy's own
-semantics (k8s.io/api@v0.36.3 networking/v1/types.go): every port of every protocol from every
+semantics (k8s.io/api@v0.36.5 networking/v1/types.go): every port of every protocol from every
 namespace as before, except the metrics port, which only the monitoring namespace reaches; and it
 is in every cluster's render, in the job namespace."""
 

@@ -15,6 +15,7 @@ import json
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.trainyard.repo.conftest import REPO_ROOT, edit, errors_of
 from tests.webhook.conftest import example, example_names, pod, trainer
@@ -344,3 +345,43 @@ def test_a_patched_policy_in_a_cluster_overlay_is_an_error(repo_copy):
     assert any("trainyard-fabric-ib" in e and "differs from what policies/ib.yaml generates" in e for e in errors), (
         errors
     )
+
+
+def test_no_jsonpatch_expression_holds_an_object_initializer():
+    """kube-apiserver v1.36.0-v1.36.4 panics on an Object initializer inside a list or map of a
+    JSONPatch value (kubernetes#140419); the clusters declare only their minor version, so the
+    compiler writes map literals everywhere (tests/trainyard/cluster: the fixed shape on v1.36.5)."""
+    docs = list(yaml.safe_load_all(CHECKED_IN.read_text(encoding="utf-8")))
+    expressions = [
+        m["jsonPatch"]["expression"]
+        for d in docs
+        if d["kind"] == "MutatingAdmissionPolicy"
+        for m in d["spec"]["mutations"]
+    ]
+    assert len(expressions) == len(POLICIES.names)
+    for e in expressions:
+        assert "JSONPatch{" in e and cel_jsonpatch.object_initializers(e) == []
+
+
+@pytest.mark.parametrize(
+    ("expression", "found"),
+    [
+        ("[Object.spec.hostAliases{ip: '10.0.0.1'}]", ["Object.spec.hostAliases"]),
+        ("Object{spec: Object.spec{}}", ["Object", "Object.spec"]),
+        ("Object . spec . tolerations {key: 'a'}", ["Object.spec.tolerations"]),
+        ("'Object{' + \"Object.spec{\"", []),  # text
+        ("'it\\'s Object{' + Object.x{}", ["Object.x"]),  # an escaped quote does not end the string
+        ("object.Object.x{}", []),  # a field named Object
+        ("JSONPatch{op: 'add', path: '/a', value: {'k': 1}}", []),
+        ("ObjectX.y{}", []),
+        ("Object", []),
+    ],
+)
+def test_object_initializers_are_found_outside_strings(expression, found):
+    assert cel_jsonpatch.object_initializers(expression) == found
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="Object.{}[]'\"\\ ab,:", max_size=200))
+def test_object_initializers_read_any_text(text):
+    assert all(name.split(".")[0] == "Object" for name in cel_jsonpatch.object_initializers(text))

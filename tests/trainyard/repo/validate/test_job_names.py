@@ -15,7 +15,7 @@ from trainyard.repo import validate
 from trainyard.repo.upstream import appset
 from trainyard.repo.validate.job_names import folder_name_problems
 
-# The rules as kubernetes/apimachinery@v0.36.3 writes them (pkg/util/validation/validation.go
+# The rules as kubernetes/apimachinery@v0.36.5 writes them (pkg/util/validation/validation.go
 # dns1123SubdomainFmt, DNS1123SubdomainMaxLength; pkg/api/validate/content/kube.go labelValueFmt,
 # LabelValueMaxLength), compiled as Go's regexp compiles "^" + fmt + "$" (\Z: Go's $ is the end of the
 # text, never before a last newline); lengths are Go's len, in bytes.
