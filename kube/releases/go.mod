@@ -34,9 +34,9 @@ require (
 	github.com/kubeflow/training-operator v1.9.4
 	// Prometheus Operator (PodMonitor, ServiceMonitor, PrometheusRule): installed outside the
 	// repository where clusters/<cluster>/cluster.yaml says spec.monitoring: prometheus-operator;
-	// its CRDs at prometheus-operator@v0.85.0:example/prometheus-operator-crd serve the objects of
+	// its CRDs at prometheus-operator@v0.94.1:example/prometheus-operator-crd serve the objects of
 	// base/monitoring (trainyard validate and the local cluster read them from here)
-	github.com/prometheus-operator/prometheus-operator v0.85.0
+	github.com/prometheus-operator/prometheus-operator v0.94.1
 	// base/multus/install/kustomization.yaml: multus-cni v4.3.0
 	// deployments/multus-daemonset-thick.yml, whose first document is the CRD (the module path
 	// of Multus v4 is gopkg.in/...multus-cni.v4: multus-cni@v4.3.0:go.mod)

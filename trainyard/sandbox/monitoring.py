@@ -2,7 +2,7 @@
 them on the pod network and the webhook on loopback, and evaluates the repository's alert rules.
 
 In a cluster, Prometheus Operator turns the repository's PodMonitor into a scrape job of role
-``pod`` (prometheus-operator@v0.85.0: pkg/prometheus/promcfg.go, ``generatePodMonitorConfig``) and
+``pod`` (prometheus-operator@v0.94.1: pkg/prometheus/promcfg.go, ``generatePodMonitorConfig``) and
 Prometheus runs as a pod on the pod network. Here:
 
 - :func:`pod_monitor_job` makes that job from the rendered PodMonitor, with the operator's
@@ -44,7 +44,7 @@ from trainyard.sandbox.podproxy import Dialer, PodNetworkProxy
 # --- the scrape configuration ----------------------------------------------------------------
 
 # The PodMonitor's relabeling fields as the operator writes them into Prometheus's configuration
-# (prometheus-operator@v0.85.0: pkg/apis/monitoring/v1/types.go RelabelConfig; the keys of
+# (prometheus-operator@v0.94.1: pkg/apis/monitoring/v1/types.go RelabelConfig; the keys of
 # Prometheus's relabel_config).
 RELABEL_KEYS = {
     "sourceLabels": "source_labels",

@@ -85,7 +85,7 @@ MONITOR = {
 
 
 def test_pod_monitor_job_has_the_operators_relabelings_in_order(tmp_path: Path) -> None:
-    """prometheus-operator@v0.85.0 pkg/prometheus/promcfg.go generatePodMonitorConfig."""
+    """prometheus-operator@v0.94.1 pkg/prometheus/promcfg.go generatePodMonitorConfig."""
     job, namespaces = monitoring.pod_monitor_job(MONITOR, tmp_path / "t.json", "http://127.0.0.1:1", "1s")
     assert job["job_name"] == "podMonitor/trainyard-system/trainers/0"
     assert namespaces == {"ml-jobs"}

@@ -152,7 +152,7 @@ def render_local(repo: Repository, folder: Path, *, progress: Progress = lambda 
 
 
 ARGOCD_CRDS = ("manifests/crds/*-crd.yaml",)  # the three argo-cd@v3.6.2:manifests/crds/kustomization.yaml lists
-# The CRDs of the kinds base/monitoring uses, as prometheus-operator@v0.85.0 publishes them
+# The CRDs of the kinds base/monitoring uses, as prometheus-operator@v0.94.1 publishes them
 # (example/prometheus-operator-crd: the schemas without descriptions, which its bundle.yaml and
 # Helm chart install too); the operator's install brings these with its others.
 PROMETHEUS_OPERATOR_CRDS = tuple(

@@ -46,7 +46,7 @@ def test_the_podmonitor_scrapes_the_contracts_port_with_its_labels(report):
         (endpoint,) = pm.doc["spec"]["podMetricsEndpoints"]
         assert endpoint["port"] == metrics.METRICS_PORT_NAME and endpoint["path"] == metrics.METRICS_PATH
         relabel = endpoint["relabelings"]
-        # the operator sets namespace and pod itself (prometheus-operator@v0.85.0:pkg/prometheus/
+        # the operator sets namespace and pod itself (prometheus-operator@v0.94.1:pkg/prometheus/
         # promcfg.go generatePodMonitorConfig); the relabelings set the rest of the contract's labels
         set_here = [r["targetLabel"] for r in relabel if "targetLabel" in r]
         assert set(set_here) | {"namespace", "pod"} == set(metrics.SCRAPE_LABELS)
