@@ -1,7 +1,7 @@
 """A user's own training command under ``trainyard launch --run -- COMMAND...``.
 
 :func:`program` reads the command as torchrun's three ways of starting a worker
-(torch 2.13.0, torch/distributed/run.py ``get_args_parser`` and ``config_from_args``):
+(torch 2.15.0, torch/distributed/run.py ``get_args_parser`` and ``config_from_args``):
 
 - ``python SCRIPT ARGS`` or ``SCRIPT.py ARGS``: torchrun's ``training_script``, which it runs as
   ``$PYTHON_EXEC`` (default: torchrun's own ``sys.executable``) ``-u SCRIPT ARGS``;

@@ -2,11 +2,13 @@
 
 Why: torchrun's agent serves one TCPStore to its workers (MASTER_ADDR:MASTER_PORT,
 ``TORCHELASTIC_USE_AGENT_STORE=True``) and keeps it across restarts of the worker group, while the
-keys a process group writes carry no round in their names. In torch 2.13:
+keys a process group writes carry no round in their names. In torch 2.15 (as in 2.13):
 
-- ``torch/distributed/rendezvous.py:_create_c10d_store``: with the agent store, the workers get a
-  plain TCPStore client; the comment says "We create a new TCPStore for every retry so no need to
-  add prefix for each attempt" (torch <= 2.5 wrapped it in ``PrefixStore(f"/worker/attempt_{N}")``).
+- ``torch/distributed/rendezvous.py:_create_c10d_store``: with the agent store (from 2.15: when the
+  store asked for is the agent's own ``MASTER_ADDR:MASTER_PORT``, ``_agent_store_serves``, as
+  torchrun's env gives it), the workers get a plain TCPStore client; the comment says "We create a
+  new TCPStore for every retry so no need to add prefix for each attempt" (torch <= 2.5 wrapped it
+  in ``PrefixStore(f"/worker/attempt_{N}")``).
 - ``torch/distributed/elastic/rendezvous/dynamic_rendezvous.py:DynamicRendezvousHandler.next_rendezvous``
   creates that server once per agent (``_shared_tcp_store_server``, ``_bootstrap_store_info`` are
   set only while None), and ``elastic/agent/server/api.py:SimpleElasticAgent._rendezvous`` calls it

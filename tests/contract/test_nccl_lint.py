@@ -55,9 +55,9 @@ def test_the_image_fact_matches_the_dockerfile():
     dockerfile = (REPO / "trainer" / "Dockerfile").read_text()
     pins = re.findall(r"^ARG NCCL_VERSION=(\S+)$", dockerfile, re.M)
     assert pins == [str(TRAINER_NCCL)], "trainer/Dockerfile and trainyard/contract/nccl.py disagree"
-    # the torch whose Linux wheel requires exactly that NCCL (nvidia-nccl-cu13==2.29.7)
-    assert '"torch==2.13.0"' in (REPO / "pyproject.toml").read_text()
-    assert NcclVersion.parse("2.29.7+cuda13.0") == NcclVersion.parse("v2.29.7-1") == TRAINER_NCCL
+    # the torch whose Linux wheel requires exactly that NCCL (nvidia-nccl-cu13==2.30.7)
+    assert '"torch==2.15.0"' in (REPO / "pyproject.toml").read_text()
+    assert NcclVersion.parse("2.30.7+cuda13.0") == NcclVersion.parse("v2.30.7-1") == TRAINER_NCCL
     with pytest.raises(ValueError):
         NcclVersion.parse("latest")
 
@@ -69,7 +69,7 @@ def messages(env, transport=None, version=TRAINER_NCCL) -> list[tuple[str, str, 
 def test_a_pinned_gid_index_is_a_warning_from_2_21_with_the_reason():
     ((severity, name, message),) = messages({"NCCL_IB_GID_INDEX": "3"}, "IB")
     assert (severity, name) == ("warning", "NCCL_IB_GID_INDEX")
-    assert "NCCL 2.29.7 (2.21+) picks the RoCE v2 GID" in message and "NCCL_IB_ADDR_FAMILY" in message
+    assert "NCCL 2.30.7 (2.21+) picks the RoCE v2 GID" in message and "NCCL_IB_ADDR_FAMILY" in message
     assert messages({"NCCL_IB_GID_INDEX": "3"}, "IB", NcclVersion(2, 20, 5)) == []  # needed before 2.21
     assert messages({"NCCL_IB_GID_INDEX": "-1"}, "IB") == []  # the default: dynamic
     assert messages({"NCCL_IB_GID_INDEX": "three"})[0][:2] == ("error", "NCCL_IB_GID_INDEX")
@@ -228,3 +228,14 @@ def test_the_variable_list_is_nccls_and_covers_what_the_lint_names():
         assert name in KNOWN_VARIABLES, name
     # the legacy aliases NCCL still reads are folklore all the same (the lint says what to use)
     assert set(FOLKLORE) & KNOWN_VARIABLES == {"NCCL_MIN_NRINGS", "NCCL_MAX_NRINGS"}
+
+
+def test_name_lists_are_read_as_nccl_2_30_reads_them():
+    """src/misc/utils.cc parseStringList at v2.30.7-1: name[:port[:rail[:plane]]], name cut to 63 bytes."""
+    from trainyard.contract.nccl import NameList
+
+    assert NameList.parse("=mlx5_0:").entries == (("mlx5_0", -1),)  # an empty port: any (2.29 read 0)
+    assert NameList.parse("=mlx5_0:").selects("mlx5_0", 1)
+    assert NameList.parse("mlx5_0:1:0:1,mlx5_1").entries == (("mlx5_0", 1), ("mlx5_1", -1))
+    assert NameList.parse("^eth0:x").entries == (("eth0", 0),)  # atoi of no number
+    assert NameList.parse("x" * 80).entries == (("x" * 63, -1),)

@@ -34,20 +34,20 @@ class NcclVersion:
 
     @classmethod
     def parse(cls, text: str) -> NcclVersion:
-        """``2.29.7``, ``2.29.7-1`` (a tag) or ``2.29.7+cuda13.0`` (NCCL's version line)."""
+        """``2.30.7``, ``2.30.7-1`` (a tag) or ``2.30.7+cuda13.0`` (NCCL's version line)."""
         m = re.fullmatch(r"v?(\d{1,3})\.(\d{1,3})(?:\.(\d{1,3}))?(?:[-+].{0,40})?", text.strip())
         if not m:
-            raise ValueError(f"{text[:40]!r} is not an NCCL version (like 2.29.7)")
+            raise ValueError(f"{text[:40]!r} is not an NCCL version (like 2.30.7)")
         return cls(int(m[1]), int(m[2]), int(m[3] or 0))
 
     def __str__(self) -> str:
         return f"{self.major}.{self.minor}.{self.patch}"
 
 
-# The NCCL of the trainer image: trainer/Dockerfile installs torch 2.13.0 from PyPI, whose wheel
-# requires nvidia-nccl-cu13==2.29.7 (its Requires-Dist), pins that package and checks it at build
+# The NCCL of the trainer image: trainer/Dockerfile installs torch 2.15.0 from PyPI, whose wheel
+# requires nvidia-nccl-cu13==2.30.7 (its Requires-Dist), pins that package and checks it at build
 # time; tests/contract/test_nccl_lint.py checks that the Dockerfile says the same as this line.
-TRAINER_NCCL = NcclVersion(2, 29, 7)
+TRAINER_NCCL = NcclVersion(2, 30, 7)
 
 # Releases where a variable's meaning changed (NVIDIA/nccl release commits and env.rst at v2.30.7-1).
 DYNAMIC_GID = NcclVersion(2, 21, 5)  # v2.21.5-1: "Net/IB: add support for dynamic GID detection"
@@ -77,6 +77,10 @@ FOLKLORE: dict[str, str] = {
         "is read by PyTorch, not NCCL, and current PyTorch only reads TORCH_NCCL_ASYNC_ERROR_HANDLING"
     ),
     "NCCL_BLOCKING_WAIT": ("is read by PyTorch, not NCCL, and current PyTorch only reads TORCH_NCCL_BLOCKING_WAIT"),
+    # NVIDIA/nccl 1fae0736 "Remove SHM CE proxy code and thread context", in v2.30.7-1
+    "NCCL_SHM_USE_CUDA_MEMCPY": "is no longer read from NCCL 2.30 (its CUDA-memcpy SHM path was removed)",
+    "NCCL_SHM_MEMCPY_MODE": "is no longer read from NCCL 2.30 (its CUDA-memcpy SHM path was removed)",
+    "NCCL_CREATE_THREAD_CONTEXT": "is no longer read from NCCL 2.30 (proxy threads always use cudaSetDevice)",
 }
 
 # Path levels as NCCL names them; integer values are legacy, and anything above 4 means SYS.
@@ -218,10 +222,12 @@ _ATOI = re.compile(r"[ \t\n\v\f\r]*([+-]?[0-9]+)")
 
 @dataclass(frozen=True, slots=True)
 class NameList:
-    """An ``NCCL_SOCKET_IFNAME`` / ``NCCL_IB_HCA`` value as NCCL v2.29.7 reads it: ``^`` (exclude)
+    """An ``NCCL_SOCKET_IFNAME`` / ``NCCL_IB_HCA`` value as NCCL v2.30.7 reads it: ``^`` (exclude)
     first, then ``=`` (exact names), else prefixes (src/bootstrap.cc, src/os/linux.cc,
-    src/transport/net_ib/init.cc); entries split at ``,``, a ``:port`` suffix, empty entries
-    skipped, nothing stripped (src/misc/utils.cc parseStringList, matchIf, matchPort)."""
+    src/transport/net_ib/init.cc); entries split at ``,``, empty entries skipped, nothing
+    stripped; an entry is ``name[:port[:rail[:plane]]]``, the name cut to 63 bytes, an empty or
+    absent port any port (src/misc/utils.cc parseStringList, matchIf, matchPort; up to 2.29 an
+    empty port after ``:`` read as port 0)."""
 
     exclude: bool
     exact: bool
@@ -235,10 +241,13 @@ class NameList:
         body = body[1:] if exact else body
         entries = []
         for item in body.split(","):
-            name, colon, port = item.partition(":")
+            name, _, rest = item.partition(":")
+            port = rest.partition(":")[0]
             if name:  # parseStringList drops an empty name; atoi reads a port's leading number, else 0
                 number = _ATOI.match(port)
-                entries.append((name, (int(number[1][:10]) if number else 0) if colon else -1))
+                entries.append(
+                    (name.encode()[:63].decode(errors="ignore"), (int(number[1][:10]) if number else 0) if port else -1)
+                )
         return cls(exclude, exact, tuple(entries))
 
     def selects(self, name: str, port: int = -1) -> bool:
