@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainyard.contract.quantity import MAX, QuantityError, format_bytes, parse_quantity
+from trainyard.contract.quantity import MAX, QuantityError, canonical, format_bytes, parse_quantity
 
 
 @pytest.mark.parametrize(
@@ -127,3 +127,37 @@ def test_fuzzed_quantities_parse_or_refuse_and_stay_bounded(text):
         return
     assert abs(value) <= MAX
     assert value == value.quantize(Decimal("1e-9")) or abs(value) >= 1  # at most nine decimals
+
+
+# (text, what a Go client writes back)
+WRITTEN_BACK: list[tuple[object, str]] = [
+    ("1000m", "1"),
+    ("1.5", "1500m"),
+    ("2000", "2k"),
+    ("1024Mi", "1Gi"),
+    ("1536Mi", "1536Mi"),
+    ("0.5Gi", "512Mi"),
+    ("0.5Ki", "512"),  # binary under 1024: shown decimal
+    ("1.5Ki", "1536"),
+    ("1e3", "1e3"),
+    ("1E3", "1e3"),
+    ("1000e0", "1e3"),
+    ("2E-1", "200e-3"),
+    ("1E", "1E"),
+    ("08", "8"),
+    ("+1", "1"),
+    (".5", "500m"),
+    ("0", "0"),
+    ("0Gi", "0"),
+    ("-1000m", "-1"),
+    ("16Gi", "16Gi"),
+    ("8", "8"),
+    (8, "8"),
+]
+
+
+@pytest.mark.parametrize(("text", "written_back"), WRITTEN_BACK)
+def test_the_text_a_go_client_writes_back(text, written_back):
+    """tests/trainyard/cluster/test_quantities.py asks kube-apiserver for the same."""
+    assert canonical(text) == written_back
+    assert canonical(written_back) == written_back

@@ -1,6 +1,6 @@
 """Kubernetes resource quantities (``8Gi``, ``500M``, ``1.5``, ``100m``), exact, bounded, linear time.
 
-Grammar of k8s.io/apimachinery/pkg/api/resource (quantity.go, v0.36.3)::
+Grammar of k8s.io/apimachinery/pkg/api/resource (quantity.go, v0.36.5)::
 
     <quantity>  ::= <signedNumber><suffix>
     <number>    ::= <digits> | <digits>.<digits> | <digits>. | .<digits>
@@ -125,3 +125,38 @@ def format_bytes(n: int) -> str:
         if n >= unit and n % unit == 0:
             return f"{n // unit}{suffix}"
     return str(n)
+
+
+_SI = {-9: "n", -6: "u", -3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
+_BINARY_SUFFIX = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
+
+
+def canonical(value: object) -> str:
+    """The text a Go client writes back for the quantity ``value`` (Quantity.String, from
+    k8s.io/apimachinery@v0.36.5 pkg/api/resource/quantity.go CanonicalizeBytes): the format of the
+    suffix written (binary, decimal exponent, decimal SI); a binary value under 1024 in magnitude or
+    not whole is shown decimal; the number is whole, its exponent a multiple of 3 (of 1024 for
+    binary) as large as keeps it whole. ``1000m`` comes back as ``1``, ``2048Mi`` as ``2Gi``."""
+    number = parse_quantity(value)
+    text = value.strip() if isinstance(value, str) else ""
+    if number == 0:
+        return "0"
+    suffix = text.lstrip("+-0123456789.")
+    binary = suffix in _BINARY and suffix != ""
+    exponent_form = suffix[:1] in ("e", "E") and len(suffix) > 1  # "E" alone is exa
+    if binary and abs(number) >= 1024 and number == number.to_integral_value():
+        n, power = int(number), 0
+        while n % 1024 == 0 and power < len(_BINARY_SUFFIX) - 1:
+            n, power = n // 1024, power + 1
+        return f"{n}{_BINARY_SUFFIX[power]}"
+    sign, digits, exp = number.normalize().as_tuple()
+    assert isinstance(exp, int)
+    mantissa = int("".join(map(str, digits)))
+    while exp % 3:
+        mantissa, exp = mantissa * 10, exp - 1
+    head = f"{'-' if sign else ''}{mantissa}"
+    if exponent_form:
+        return head + (f"e{exp}" if exp else "")
+    if exp in _SI:
+        return head + _SI[exp]
+    return head + f"e{exp}"

@@ -30,11 +30,13 @@ def register(add_parser: AddParser) -> None:
 
     p = add_parser(
         "pins",
-        help="list every upstream component each cluster installs: version, source, images, known issues",
+        help="list every upstream component and tool pinned: version, newest served, gap, source, known issues",
         description="Render the clusters and list each upstream release they install (trainyard/repo/model/"
         "releases.py): its version and git tag or chart, the Go module CI reads it from, the clusters and "
         "Applications that install it, the images its objects run, why this version, the known issues with their "
-        "mitigation, and the day the pins were last reviewed.",
+        "mitigation (and the version that fixes each), and the newest version the registry served when it was last "
+        "probed (recorded: runs offline), with the gap. Then the same for the versions pinned outside the "
+        "Applications: Kubernetes and etcd of the tests, kustomize, Helm, torch and NCCL of the trainer image.",
     )
     p.add_argument("--cluster", action="append", default=[], metavar="C", help="a cluster (repeatable; default all)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")

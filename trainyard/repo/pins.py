@@ -1,9 +1,11 @@
-"""``trainyard pins``: every upstream component each cluster installs, as the render finds it.
+"""``trainyard pins``: every upstream component each cluster installs, as the render finds it, and
+the versions the repository builds, tests and ships with.
 
-The versions, sources, reasons and known issues are the release table's
-(:mod:`trainyard.repo.model.releases`); which cluster installs what, through which Application,
-and the images its objects run come from rendering the clusters, so the table shows what Argo CD
-will apply, not what a file claims.
+The versions, sources, reasons, known issues and the newest version each registry served when it
+was last probed are the release table's (:mod:`trainyard.repo.model.releases`: recorded, so this
+runs offline); which cluster installs what, through which Application, and the images its objects
+run come from rendering the clusters, so the table shows what Argo CD will apply, not what a file
+claims.
 """
 
 from __future__ import annotations
@@ -50,9 +52,38 @@ class Row:
             "images": sorted(self.images),
             "why": r.why,
             "supported": r.supported,
-            "known_issues": [{"ref": i.ref, "what": i.what, "mitigation": i.mitigation} for i in r.issues],
-            "reviewed": releases.REVIEWED,
+            **_probe(r.version, r.probe),
+            "known_issues": _issues(r.issues),
         }
+
+
+def _probe(version: str, probe: releases.Probe) -> dict:
+    return {
+        "newest": probe.newest,
+        "gap": releases.gap(version, probe.newest),
+        "probed": probe.on,
+        "probed_how": probe.how,
+        **({"held": probe.held} if probe.held else {}),
+    }
+
+
+def _issues(issues: tuple[releases.Issue, ...]) -> list[dict]:
+    return [
+        {"ref": i.ref, "what": i.what, "mitigation": i.mitigation, **({"fixed_in": i.fixed_in} if i.fixed_in else {})}
+        for i in issues
+    ]
+
+
+def _tool(pin: releases.Pin) -> dict:
+    return {
+        "component": pin.key,
+        "name": pin.name,
+        "version": pin.version,
+        "pinned_in": pin.pinned_in,
+        "why": pin.why,
+        **_probe(pin.version, pin.probe),
+        "known_issues": _issues(pin.issues),
+    }
 
 
 def collect(repo: Repository, clusters: list[str] | None = None) -> list[Row]:
@@ -85,22 +116,47 @@ def collect(repo: Repository, clusters: list[str] | None = None) -> list[Row]:
 
 
 def as_json(rows: list[Row]) -> str:
-    return json.dumps({"reviewed": releases.REVIEWED, "components": [r.as_dict() for r in rows]}, indent=2) + "\n"
+    out = {"components": [r.as_dict() for r in rows], "tools": [_tool(p) for p in releases.TOOLS]}
+    return json.dumps(out, indent=2) + "\n"
+
+
+def _columns(table: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip() for line in table]
+
+
+def _probe_lines(version: str, probe: releases.Probe) -> list[str]:
+    lines = [f"  newest:    {probe.newest} ({releases.gap(version, probe.newest)}; probed {probe.on}: {probe.how})"]
+    if probe.held:
+        lines.append(f"  held:      {probe.held}")
+    return lines
+
+
+def _issue_lines(issues: tuple[releases.Issue, ...]) -> list[str]:
+    lines = []
+    for i in issues:
+        fixed = f" (fixed in {i.fixed_in})" if i.fixed_in else ""
+        lines.append(f"  issue:     {i.ref}{fixed}: {i.what}")
+        lines.append(f"             mitigation: {i.mitigation}")
+    return lines
 
 
 def as_table(rows: list[Row]) -> str:
-    head = ("COMPONENT", "VERSION", "CLUSTERS", "SOURCE", "ISSUES")
+    head = ("COMPONENT", "VERSION", "NEWEST", "GAP", "CLUSTERS", "SOURCE", "ISSUES")
     table = [head]
     for row in rows:
         r = row.release
         source = f"chart {r.chart.name} {r.chart.version} ({r.chart.repo})" if r.chart else f"{r.github}@{r.git_tag}"
-        table.append((r.key, r.version, ",".join(row.clusters), source, str(len(r.issues))))
-    widths = [max(len(line[i]) for line in table) for i in range(len(head))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip() for line in table]
+        gap = releases.gap(r.version, r.probe.newest)
+        table.append((r.key, r.version, r.probe.newest, gap, ",".join(row.clusters), source, str(len(r.issues))))
+    for p in releases.TOOLS:
+        gap = releases.gap(p.version, p.probe.newest)
+        table.append((p.key, p.version, p.probe.newest, gap, "-", p.pinned_in.split(" ")[0], str(len(p.issues))))
+    lines = _columns(table)
     lines.append("")
     for row in rows:
         r = row.release
-        lines.append(f"{r.name} {r.version}  (reviewed {releases.REVIEWED})")
+        lines.append(f"{r.name} {r.version}")
         lines.append(f"  why:       {r.why}")
         lines.append(f"  supported: {r.supported}")
         lines.append(f"  module:    {r.module}@{r.version} (kube/releases/go.sum)")
@@ -110,8 +166,14 @@ def as_table(rows: list[Row]) -> str:
             lines.append(f"  installed: {', '.join(sorted(row.applications))} ({each})")
         for image in sorted(row.images):
             lines.append(f"  image:     {image}")
-        for i in r.issues:
-            lines.append(f"  issue:     {i.ref}: {i.what}")
-            lines.append(f"             mitigation: {i.mitigation}")
+        lines += _probe_lines(r.version, r.probe)
+        lines += _issue_lines(r.issues)
+        lines.append("")
+    for p in releases.TOOLS:
+        lines.append(f"{p.name} {p.version}")
+        lines.append(f"  why:       {p.why}")
+        lines.append(f"  pinned in: {p.pinned_in}")
+        lines += _probe_lines(p.version, p.probe)
+        lines += _issue_lines(p.issues)
         lines.append("")
     return "\n".join(lines)

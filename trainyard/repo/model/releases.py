@@ -17,7 +17,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-REVIEWED = "2026-11-27"  # the day every row below was last checked against upstream (a later row says its own)
+# How the newest versions were asked for. `go list -m -versions` omits versions the module proxy
+# serves (it listed v0.85.0 as Prometheus Operator's newest while v0.88.0-v0.94.1 were served), so
+# each tag newer than the pin (the project's GitHub tags) is asked for by name; a version the
+# proxy refuses (403 here) is not served.
+BY_TAG = "`go mod download -json MODULE@TAG` for each tag after the pin (GOPROXY; a refused tag is not served)"
+BY_INDEX = "`pip index versions PACKAGE` (PyPI)"
+REVIEW_DAYS = 60  # a probe older than this fails the tests (tests/trainyard/repo/model/test_releases.py)
 
 
 @dataclass(frozen=True)
@@ -27,6 +33,41 @@ class Issue:
     ref: str  # the upstream issue, pull request or advisory
     what: str
     mitigation: str
+    # the first version of its row's release that fixes it ("": none served yet, or not a bug of
+    # the release); `trainyard validate`'s rule against it stops once the pin reaches it
+    fixed_in: str = ""
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """``v0.19.2`` -> (0, 19, 2); a pre-release suffix is not compared (no pin carries one)."""
+    return tuple(int(part) for part in re.findall(r"\d+", version.split("-")[0]))
+
+
+def still_open(key: str, issue: Issue) -> bool:
+    """Whether ``issue`` of release ``key`` affects the version pinned now."""
+    pinned = BY_KEY[key].version
+    return not issue.fixed_in or version_key(pinned) < version_key(issue.fixed_in)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """The newest version the registry served on the day it was asked, and how it was asked."""
+
+    newest: str
+    on: str  # YYYY-MM-DD
+    how: str
+    held: str = ""  # why the pin stays below ``newest``, cited ("" when it is the newest)
+
+
+def gap(pinned: str, newest: str) -> str:
+    """``newest``, or how far behind: ``2 minor``, ``3 patch`` (the first part that differs)."""
+    a, b = version_key(pinned), version_key(newest)
+    if a >= b:
+        return "newest"
+    for part, x, y in zip(("major", "minor", "patch"), a, b, strict=False):
+        if x != y:
+            return f"{y - x} {part}"
+    return "newer build"
 
 
 @dataclass(frozen=True)
@@ -62,6 +103,7 @@ class Release:
     git: str  # the repository Argo CD (or kustomize) fetches, as the Applications spell it
     why: str
     supported: str
+    probe: Probe
     issues: tuple[Issue, ...] = ()
     chart: Chart | None = None
     assets: tuple[Asset, ...] = ()
@@ -78,6 +120,58 @@ class Release:
         return m[1] if m else ""
 
 
+# Kueue v0.19.2 with Trainer v2.3.0: each refused by a rule of trainyard/repo/validate/skew.py until
+# the Kueue pin reaches its fixed_in
+KUEUE_MANAGER_ENTRY = Issue(
+    "kubernetes-sigs/kueue#15210, #15213 (fixed by #15216 in v0.19.4)",
+    "Kueue's TrainJob webhook (mtrainjob.kb.io, on CREATE) appends its runtime patch "
+    "(manager kueue.x-k8s.io/manager) whether or not the TrainJob holds one: a manifest that holds "
+    "it, or a second call of the webhook (mutatingWebhook.reinvocationPolicy: IfNeeded), gives the "
+    "TrainJob two entries with one key, and kube-apiserver refuses the create",
+    "`trainyard validate` refuses a TrainJob whose runtimePatches name Kueue's manager and a Kueue "
+    "install whose TrainJob webhook is reinvoked; the jobs Application ignores Kueue's entry in "
+    "the live TrainJob (base/apps/jobs.yaml ignoreDifferences)",
+    fixed_in="v0.19.4",
+)
+
+KUEUE_FLAVOR_TOLERATIONS = Issue(
+    "kubernetes-sigs/kueue#15161, #15162 (fixed by #15195 in v0.19.4)",
+    "for a TrainJob, Kueue writes the admitting ResourceFlavor's tolerations as its runtime patch's "
+    "tolerations, which replace the tolerations the runtime and the TrainJob's own runtimePatches "
+    "give the pods",
+    "`trainyard validate` refuses a Kueue-queued TrainJob whose runtime or runtimePatches set "
+    "tolerations on a cluster with a ResourceFlavor that has tolerations (the generated flavors "
+    "have none); the fabric's tolerations come from pod admission, after Kueue",
+    fixed_in="v0.19.4",
+)
+
+KUEUE_TRAINER_WRITE_BACK = Issue(
+    "kubernetes-sigs/kueue#14842 (in v0.19.3, not served by the Go module proxy on 2026-12-06); "
+    "kubeflow/trainer#3157 (spec.trainer immutable)",
+    "Kueue v0.19.2 unsuspends a TrainJob by writing the whole object back from Go types: an "
+    "explicit empty env value is dropped and a quantity comes back in its canonical text (1000m "
+    "as 1); Trainer v2.3.0 holds spec.trainer immutable (CEL self == oldSelf), refuses the "
+    "update, and the TrainJob stays suspended",
+    "`trainyard validate` refuses a Kueue-queued TrainJob whose spec.trainer has an env entry with "
+    'value "" or a quantity not in canonical text, naming the text to write',
+    fixed_in="v0.19.3",
+)
+
+TRAINER_PATCH_WRITE_BACK = Issue(
+    "kubeflow/trainer#3888 (fix #3890 not merged); Kueue v0.20.0 builds against Trainer v2.3 "
+    "(kubernetes-sigs/kueue#14504) and patches instead of writing back",
+    "Kueue v0.19.2 writes a TrainJob back from Trainer v2.2.1's Go types when it unsuspends it; "
+    "Trainer v2.3.0 holds a runtime patch's pod containers, initContainers, volumes, "
+    "imagePullSecrets, securityContext, serviceAccountName and terminationGracePeriodSeconds "
+    "immutable (CEL self == oldSelf), and the written-back values differ (defaults dropped; "
+    "terminationGracePeriodSeconds, new in v2.3.0, lost), so the TrainJob stays suspended",
+    "`trainyard validate` refuses a Kueue-queued TrainJob whose runtimePatches set any of those "
+    "fields: set them in a runtime (a TrainingRuntime of the job's own). The tests run Kueue "
+    "compiled against v2.3.0 (kube/controllers/go.mod): the running pair the README describes",
+    fixed_in="v0.20.0",
+)
+
+
 RELEASES: tuple[Release, ...] = (
     Release(
         key="trainer",
@@ -85,10 +179,11 @@ RELEASES: tuple[Release, ...] = (
         module="github.com/kubeflow/trainer/v2",
         version="v2.3.0",
         git="https://github.com/kubeflow/trainer.git",
-        why="the newest release the Go module proxy serves (2026-11-27); the runtimes use "
+        probe=Probe("v2.3.0", "2026-12-06", BY_TAG),
+        why="the newest release the Go module proxy serves; the runtimes use "
         "mlPolicy.torch.envInjection, new in v2.3.0",
         supported="the clusters run Kubernetes 1.33-1.36; its controller runs in the tests against "
-        "kube-apiserver v1.36.3",
+        "kube-apiserver v1.36.5",
         issues=(
             Issue(
                 "kubeflow/trainer#3737, #3779 (fixed by #3891, after v2.3.0)",
@@ -99,16 +194,6 @@ RELEASES: tuple[Release, ...] = (
                 "refuses a runtime that does (a TrainJob's runtimePatches cannot set it); docs/trainer-v2-kueue.md "
                 "says to delete a failed TrainJob, never its JobSet",
             ),
-            Issue(
-                "Kueue v0.19.2 is built against Trainer v2.2.1 (kueue@v0.19.2:go.mod)",
-                "Trainer v2.3.0's API adds TorchMLPolicySource.envInjection and "
-                "PodSpecPatch.terminationGracePeriodSeconds; Kueue's published v0.19.2 image writes TrainJobs "
-                "back from v2.2.1's struct when it suspends or resumes them, so a TrainJob's own "
-                "terminationGracePeriodSeconds patch would be lost",
-                "`trainyard validate` refuses a TrainJob whose runtimePatches set terminationGracePeriodSeconds; "
-                "envInjection lives in the runtimes, which Kueue only reads. The tests run Kueue compiled "
-                "against v2.3.0 (kube/controllers/go.mod): the running pair the README describes",
-            ),
         ),
     ),
     Release(
@@ -117,6 +202,7 @@ RELEASES: tuple[Release, ...] = (
         module="sigs.k8s.io/jobset",
         version="v0.12.0",
         git="https://github.com/kubernetes-sigs/jobset.git",
+        probe=Probe("v0.12.0", "2026-12-06", BY_TAG),
         why="the version Trainer v2.3.0's manifests install (manifests/third-party/jobset)",
         supported="installed and versioned with Kubeflow Trainer",
         assets=(
@@ -133,10 +219,12 @@ RELEASES: tuple[Release, ...] = (
         module="sigs.k8s.io/kueue",
         version="v0.19.2",
         git="https://github.com/kubernetes-sigs/kueue.git",
-        why="the newest release the Go module proxy serves (2026-11-27); topology-aware scheduling "
+        probe=Probe("v0.19.2", "2026-12-06", BY_TAG + ": v0.19.3 to v0.21.0 refused"),
+        why="the newest release the Go module proxy serves; topology-aware scheduling "
         "and the TrainJob integration on by default",
         supported="the clusters run Kubernetes 1.33-1.36; its controller runs in the tests against "
-        "kube-apiserver v1.36.3",
+        "kube-apiserver v1.36.5",
+        issues=(KUEUE_MANAGER_ENTRY, KUEUE_FLAVOR_TOLERATIONS, KUEUE_TRAINER_WRITE_BACK, TRAINER_PATCH_WRITE_BACK),
         chart=Chart(
             repo="registry.k8s.io/kueue/charts",
             name="kueue",
@@ -169,6 +257,7 @@ RELEASES: tuple[Release, ...] = (
         module="github.com/kubeflow/training-operator",
         version="v1.9.4",
         git="https://github.com/kubeflow/trainer.git",
+        probe=Probe("v1.9.4", "2026-12-06", BY_TAG),
         why="the last release of the v1 line (release-1.9), kept for the jobs written for the v1 API",
         supported="maintenance only: new jobs are TrainJobs",
         issues=(
@@ -187,6 +276,7 @@ RELEASES: tuple[Release, ...] = (
         module="github.com/cert-manager/cert-manager",
         version="v1.21.2",
         git="https://github.com/cert-manager/cert-manager.git",
+        probe=Probe("v1.21.2", "2026-12-06", BY_TAG),
         why="v1.15 reached end of life (its last release v1.15.5; GHSA-r4pg-vg54-wxx4 fixed in v1.15.4) "
         "and was tested up to Kubernetes 1.31; v1.21 is a supported line for Kubernetes 1.33-1.36 "
         "(cert-manager/website: content/docs/releases/README.md), and Kueue v0.19.2 builds against v1.21",
@@ -206,7 +296,8 @@ RELEASES: tuple[Release, ...] = (
         module="gopkg.in/k8snetworkplumbingwg/multus-cni.v4",
         version="v4.3.0",
         git="https://github.com/k8snetworkplumbingwg/multus-cni.git",
-        why="the newest release the Go module proxy serves (2026-11-27)",
+        probe=Probe("v4.3.0", "2026-12-06", BY_TAG),
+        why="the newest release the Go module proxy serves",
         supported="a CNI plugin, not run here (no container runtime): its objects are rendered and validated, its "
         "CRD served by the local cluster",
         issues=(
@@ -235,6 +326,7 @@ RELEASES: tuple[Release, ...] = (
         module="github.com/k8snetworkplumbingwg/whereabouts",
         version="v0.9.4",
         git="https://github.com/k8snetworkplumbingwg/whereabouts.git",
+        probe=Probe("v0.9.4", "2026-12-06", BY_TAG),
         why="v0.8.0's manifests ran the floating :latest image, which no longer holds the IP "
         "reconciler v0.8.0 expects, so stale IPs were never reclaimed; v0.9.4 runs the reconciler as "
         "a Deployment of its own",
@@ -255,7 +347,8 @@ RELEASES: tuple[Release, ...] = (
         module="github.com/Mellanox/k8s-rdma-shared-dev-plugin",
         version="v1.5.3",
         git="https://github.com/Mellanox/k8s-rdma-shared-dev-plugin.git",
-        why="the newest release the Go module proxy serves (2026-11-27)",
+        probe=Probe("v1.5.3", "2026-12-06", BY_TAG),
+        why="the newest release the Go module proxy serves",
         supported="clusters with RDMA NICs (prod-ib, prod-roce); a device plugin, not run here",
         issues=(
             Issue(
@@ -271,6 +364,7 @@ RELEASES: tuple[Release, ...] = (
         module="github.com/argoproj/argo-cd/v3",
         version="v3.6.2",
         git="https://github.com/argoproj/argo-cd.git",
+        probe=Probe("v3.6.2", "2026-12-06", BY_TAG),
         why="the release the cluster tier builds and runs (kube/argocd/go.mod), whose kustomize (5.8.3) and "
         "Helm (4.3.2) render the repository here (argo-cd@v3.6.2:hack/tool-versions.sh); v3.5.x cannot be built "
         "from the Go module proxy (docs/cluster.md); this row reviewed 2026-12-06",
@@ -288,7 +382,7 @@ RELEASES: tuple[Release, ...] = (
                 "server-side apply dry run: admission (webhooks and ValidatingAdmissionPolicies) takes part in the "
                 "diff, a refused object shows as a diff error, and kube-apiserver serves a dry run per object on "
                 "each refresh",
-                "none needed: the cluster tier runs v3.6.2 against kube-apiserver v1.36.3 and finds every "
+                "none needed: the cluster tier runs v3.6.2 against kube-apiserver v1.36.5 and finds every "
                 "Application of this repository Synced (tests/trainyard/cluster/test_argocd_itself.py); no "
                 "Application sets argocd.argoproj.io/compare-options, so none opts out",
             ),
@@ -306,16 +400,129 @@ RELEASES: tuple[Release, ...] = (
         key="prometheus-operator",
         name="Prometheus Operator (CRDs)",
         module="github.com/prometheus-operator/prometheus-operator",
-        version="v0.85.0",
+        version="v0.94.1",
         git="https://github.com/prometheus-operator/prometheus-operator.git",
-        why="the newest release the Go module proxy serves (2026-12-01); its CRDs "
-        "(example/prometheus-operator-crd) are the schemas the PodMonitor, ServiceMonitor and "
-        "PrometheusRules of base/monitoring are checked and applied against",
+        probe=Probe("v0.94.1", "2026-12-06", BY_TAG + ": v0.94.2 and v0.95.x refused"),
+        why="the newest release the Go module proxy serves; its CRDs (example/prometheus-operator-crd) are the "
+        "schemas the PodMonitor, ServiceMonitor and PrometheusRules of base/monitoring are checked and applied "
+        "against. From v0.85.0 it removes no field the repository sets; it adds minimum: 0 to the limits and "
+        "drops the ASCII pattern of label names (UTF-8 names, Prometheus 3)",
         supported="installed by the platform team, outside this repository, on the clusters whose "
-        "cluster.yaml says spec.monitoring: prometheus-operator; not run here (its CRDs are served by the "
-        "local cluster)",
+        "cluster.yaml says spec.monitoring: prometheus-operator; it runs Prometheus v2.45.0 to v3.14.0 "
+        "(prometheus-operator@v0.94.1:pkg/operator/defaults.go PrometheusCompatibilityMatrix, as v0.85.0's "
+        "started at v2.45.0 too). Not run here: its CRDs are served by the local cluster, and the sandbox runs "
+        "Debian's Prometheus 2.42 with the scrape job the operator writes (trainyard/sandbox/monitoring.py), "
+        "whose relabelings Prometheus has had since 2.x",
     ),
 )
+
+
+@dataclass(frozen=True)
+class Pin:
+    """A version the repository builds, tests or ships with, pinned outside the Applications."""
+
+    key: str
+    name: str
+    version: str
+    pinned_in: str  # where it is pinned (tests/trainyard/repo/model/test_releases.py reads it there)
+    why: str
+    probe: Probe
+    issues: tuple[Issue, ...] = ()
+
+
+TOOLS: tuple[Pin, ...] = (
+    Pin(
+        key="kubernetes",
+        name="Kubernetes (kube-apiserver, controller-manager, scheduler, kubectl of the tests)",
+        version="v1.36.5",
+        pinned_in="kube/go.mod k8s.io/kubernetes; trainyard/cluster/components.py KUBERNETES_VERSION",
+        why="the newest patch of the newest minor the clusters run, and the first 1.36 patch with "
+        "kubernetes/kubernetes#140419 (k8s.io/apiserver@v0.36.5 pkg/cel/mutation/dynamic/objects.go)",
+        probe=Probe(
+            "v1.37.2",
+            "2026-12-06",
+            BY_TAG + ": v1.36.6 refused",
+            held="the clusters run Kubernetes 1.33-1.36 (clusters/*/cluster.yaml kubernetesVersion); the tests' "
+            "control plane is the newest of those minors",
+        ),
+        issues=(
+            Issue(
+                "kubernetes/kubernetes#140419 (backport #140557); #142181",
+                "kube-apiserver v1.36.0-v1.36.4 panics on an Object initializer inside a list or map of a "
+                "MutatingAdmissionPolicy's JSONPatch value, and the request fails whatever the failurePolicy",
+                "`trainyard generate` writes map literals only (a test checks every generated policy), and "
+                "`trainyard validate` refuses the shape on a cluster that declares Kubernetes 1.36 or older",
+                fixed_in="v1.36.5",
+            ),
+        ),
+    ),
+    Pin(
+        key="etcd",
+        name="etcd (the tests' control plane)",
+        version="v3.6.8",
+        pinned_in="kube/go.mod go.etcd.io/etcd/server/v3",
+        why="the etcd Kubernetes v1.36.5 names (kubernetes@v1.36.5:cmd/kubeadm/app/constants/constants.go "
+        "DefaultEtcdVersion 3.6.8-0; build/dependencies.yaml)",
+        probe=Probe(
+            "v3.7.4",
+            "2026-12-06",
+            BY_TAG + ": v3.6.17 the newest 3.6",
+            held="Kubernetes v1.36.5 is built and tested with 3.6.8 (above); a cluster's etcd is its platform "
+            "team's, not the repository's",
+        ),
+    ),
+    Pin(
+        key="kustomize",
+        name="kustomize",
+        version="v5.8.3",
+        pinned_in="kube/kustomize/go.mod sigs.k8s.io/kustomize/kustomize/v5",
+        why="the kustomize Argo CD v3.6.2 renders with (argo-cd@v3.6.2:hack/tool-versions.sh)",
+        probe=Probe("v5.8.3", "2026-12-06", BY_TAG),
+    ),
+    Pin(
+        key="helm",
+        name="Helm",
+        version="v4.3.2",
+        pinned_in="kube/helm/go.mod helm.sh/helm/v4",
+        why="the Helm Argo CD v3.6.2 renders with (argo-cd@v3.6.2:hack/tool-versions.sh)",
+        probe=Probe("v4.3.2", "2026-12-06", BY_TAG),
+    ),
+    Pin(
+        key="torch",
+        name="PyTorch (the trainer image)",
+        version="2.15.0",
+        pinned_in="pyproject.toml, the trainer extra",
+        why="the newest torch on PyPI; the contract knows the NCCL its wheel requires (2.30.7): the variables "
+        "NCCL reads (trainyard/contract/nccl_variables.py) and its log lines (trainer/nccl_log.py)",
+        probe=Probe("2.15.0", "2026-12-06", BY_INDEX),
+    ),
+    Pin(
+        key="nccl",
+        name="NCCL (nvidia-nccl-cu13, the trainer image)",
+        version="2.30.7",
+        pinned_in="trainer/Dockerfile NCCL_VERSION; trainyard/contract/nccl.py TRAINER_NCCL",
+        why="the NCCL torch 2.15.0's wheel requires (nvidia-nccl-cu13==2.30.7, its Requires-Dist)",
+        probe=Probe(
+            "2.32.6",
+            "2026-12-06",
+            BY_INDEX,
+            held="torch pins its NCCL exactly; a newer one under it is a build PyTorch does not test, and "
+            "NVIDIA/nccl#2389 (below) has a mitigation the trainer does not need",
+        ),
+        issues=(
+            Issue(
+                "NVIDIA/nccl#2389 (PR #2390 closed unmerged; NVIDIA: fixed in 2.32u1)",
+                "the receiving proxy clears a connection's buffer-registration flag: with GPUDirect RDMA and "
+                "registered buffers (user buffer registration, CUDA graphs) a collective can hang without an error",
+                "the trainer (DDP, no CUDA graphs) calls no ncclCommRegister and captures nothing; a job that "
+                "does can turn registration off with NCCL_LOCAL_REGISTER=0 and NCCL_GRAPH_REGISTER=0 (both on by "
+                "default: NVIDIA/nccl v2.30.7-1 docs/userguide/source/env.rst) until the image's NCCL is 2.32 or "
+                "newer, which no torch on PyPI requires yet",
+            ),
+        ),
+    ),
+)
+
 
 BY_KEY = {r.key: r for r in RELEASES}
 BY_MODULE = {r.module: r for r in RELEASES}

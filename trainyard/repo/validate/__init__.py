@@ -111,7 +111,7 @@ def validate(
     """Check ``clusters`` (default: all). ``only_jobs`` (cluster -> job folders), when given, limits the
     check to its clusters and the pod previews to those folders; the cluster-wide checks (names,
     capacity, Argo CD, admission configuration) still read every job."""
-    from trainyard.repo.validate import argo, capacity, fabric, installs, jobs, objects, security, startable
+    from trainyard.repo.validate import argo, capacity, fabric, installs, jobs, objects, security, skew, startable
 
     report = Report()
     policies = load_policies(repo.root / POLICIES)
@@ -137,6 +137,7 @@ def validate(
         jobs.check_jobs(ctx)
         capacity.check_capacity(ctx)
         startable.check_startable(ctx)
+        skew.check_skew(ctx)
         for problem in ctx.problems:
             if problem not in report.problems:
                 report.problems.append(problem)

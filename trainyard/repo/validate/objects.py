@@ -63,8 +63,6 @@ def check_resource(ctx: ClusterCheck, r: Resource) -> None:
             ctx.err(where, e, obj)
         for w in warnings:
             ctx.warn(where, w, obj)
-    if r.kind == "TrainJob" and r.group == "trainer.kubeflow.org":
-        check_patches_kueue_keeps(ctx, r)
     for path, tpl in pod_templates(r.doc):
         for cpath, c in containers(tpl):
             check_image(ctx, r, f"{path}.{cpath}".lstrip("."), c)
@@ -96,24 +94,6 @@ def _check_reference(ctx: ClusterCheck, r: Resource, path: str, image: str) -> N
     if release:
         fix += " (a kustomization's images: or the Application's Helm values)"
     ctx.err(r.where(), f"{path} {image!r} {why}{came}: {fix}", r.describe())
-
-
-def check_patches_kueue_keeps(ctx: ClusterCheck, r: Resource) -> None:
-    """A field Kueue v0.19.2's image would drop: it writes TrainJobs back from Trainer v2.2.1's
-    struct, which has no PodSpecPatch.terminationGracePeriodSeconds (new in v2.3.0)."""
-    for i, patch in enumerate((r.doc.get("spec") or {}).get("runtimePatches") or []):
-        spec = ((patch or {}).get("trainingRuntimeSpec") or {}).get("template", {}).get("spec") or {}
-        for j, rj in enumerate(spec.get("replicatedJobs") or [] if isinstance(spec, dict) else []):
-            pod = (((rj or {}).get("template") or {}).get("spec") or {}).get("template") or {}
-            if isinstance(pod.get("spec"), dict) and "terminationGracePeriodSeconds" in pod["spec"]:
-                ctx.err(
-                    r.where(),
-                    f"spec.runtimePatches[{i}].trainingRuntimeSpec.template.spec.replicatedJobs[{j}].template.spec."
-                    "template.spec.terminationGracePeriodSeconds: new in Kubeflow Trainer v2.3.0, and Kueue v0.19.2 "
-                    "(built against v2.2.1) drops it when it writes the TrainJob back; set it in the runtime "
-                    "(`trainyard pins` lists this issue)",
-                    r.describe(),
-                )
 
 
 def check_env(ctx: ClusterCheck, r: Resource, path: str, c: dict, expect: str | None = None) -> None:

@@ -8,13 +8,18 @@ module cache or the Go module proxy.
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import re
 import shutil
+import tomllib
 from pathlib import Path
 
 import pytest
 import yaml
 
+from trainyard.cluster import components
+from trainyard.contract import nccl
 from trainyard.contract.errors import UserError
 from trainyard.repo.model import declared, gomodules, releases, repository, upstream
 from trainyard.repo.upstream import app_render, applications
@@ -96,9 +101,65 @@ def test_git_spellings_of_one_repository_are_one_release():
 def test_every_row_says_why_and_is_reviewed():
     for r in releases.RELEASES:
         assert r.why and r.supported and r.github, r.key
-        for issue in r.issues:
-            assert issue.ref and issue.what and issue.mitigation, (r.key, issue)
-    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", releases.REVIEWED)
+    for key, version, issues, probe in _pins():
+        for issue in issues:
+            assert issue.ref and issue.what and issue.mitigation, (key, issue)
+            # a fix an installed release's pin has reached is no longer its issue (Kubernetes' is kept:
+            # the clusters declare a minor version, whose earlier patches still carry it)
+            if issue.fixed_in and key in releases.BY_KEY:
+                assert releases.version_key(version) < releases.version_key(issue.fixed_in), (key, issue.ref)
+        assert releases.version_key(probe.newest) >= releases.version_key(version), key
+        # below the newest served only with a reason
+        assert bool(probe.held) == (releases.gap(version, probe.newest) != "newest"), key
+
+
+def _pins() -> list[tuple[str, str, tuple[releases.Issue, ...], releases.Probe]]:
+    return [(r.key, r.version, r.issues, r.probe) for r in (*releases.RELEASES, *releases.TOOLS)]
+
+
+def test_no_probe_is_older_than_the_review_period():
+    """The newest versions are recorded, so `trainyard pins` runs offline; they age. Probe again as
+    docs/development.md says, and record what the registries serve now."""
+    today = datetime.date.today()
+    for key, _, _, probe in _pins():
+        age = (today - datetime.date.fromisoformat(probe.on)).days
+        assert 0 <= age <= releases.REVIEW_DAYS, (
+            f"{key}: the newest version was last probed on {probe.on}, {age} days ago (at most "
+            f"{releases.REVIEW_DAYS}): probe again and update trainyard/repo/model/releases.py"
+        )
+
+
+@pytest.mark.parametrize(
+    ("pinned", "newest", "gap"),
+    [("v1.36.5", "v1.37.2", "1 minor"), ("2.13.0", "2.15.0", "2 minor"), ("v3.6.8", "v3.6.17", "9 patch"),
+     ("v4.3.2", "v4.3.2", "newest"), ("v0.19.2", "v1.0.0", "1 major")],
+)  # fmt: skip
+def test_the_gap_is_the_first_part_that_differs(pinned, newest, gap):
+    assert releases.gap(pinned, newest) == gap
+
+
+def test_a_rule_for_a_known_issue_stops_once_the_pin_reaches_its_fix(monkeypatch):
+    issue = releases.KUEUE_MANAGER_ENTRY
+    assert releases.still_open("kueue", issue)
+    kueue = releases.BY_KEY["kueue"]
+    monkeypatch.setitem(releases.BY_KEY, "kueue", dataclasses.replace(kueue, version=issue.fixed_in))
+    assert not releases.still_open("kueue", issue)
+
+
+def test_the_tool_pins_are_the_files_pins():
+    """Each tool row's version is what its file pins (the row says where)."""
+    kube = (REPO_ROOT / "kube" / "go.mod").read_text(encoding="utf-8")
+    by = {p.key: p.version for p in releases.TOOLS}
+    assert re.search(rf"^\s+k8s\.io/kubernetes {re.escape(by['kubernetes'])}$", kube, re.M)
+    assert by["kubernetes"] == components.KUBERNETES_VERSION
+    assert re.search(rf"^\s+go\.etcd\.io/etcd/server/v3 {re.escape(by['etcd'])}$", kube, re.M)
+    kustomize = (REPO_ROOT / "kube" / "kustomize" / "go.mod").read_text(encoding="utf-8")
+    assert f"sigs.k8s.io/kustomize/kustomize/v5 {by['kustomize']}" in kustomize
+    assert f"helm.sh/helm/v4 {by['helm']}" in (REPO_ROOT / "kube" / "helm" / "go.mod").read_text(encoding="utf-8")
+    extras = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert f"torch=={by['torch']}" in extras["optional-dependencies"]["trainer"]
+    assert f"ARG NCCL_VERSION={by['nccl']}\n" in (REPO_ROOT / "trainer" / "Dockerfile").read_text(encoding="utf-8")
+    assert str(nccl.TRAINER_NCCL) == by["nccl"]
 
 
 def test_go_mod_requires_each_release_at_its_pin_and_go_sum_holds_its_hashes():

@@ -117,19 +117,3 @@ def test_an_image_a_controller_is_told_to_start_is_checked_too(repo_copy):
         "args[" in e and "cert-manager-acmesolver:canary' uses the tag canary" in e and "cert-manager v1.21.2" in e
         for e in errors
     ), errors
-
-
-def test_a_trainjob_patch_kueue_would_drop_is_refused(repo_copy):
-    """Kueue v0.19.2 writes TrainJobs back from Trainer v2.2.1's struct, which lacks this field."""
-    path = repo_copy.root / "overlays/dev/jobs/smoke-ddp/job.yaml"
-    pod = {"spec": {"terminationGracePeriodSeconds": 120}}
-    patch = {"manager": "example.com/tuning", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
-        {"name": "node", "template": {"spec": {"template": pod}}}]}}}}  # fmt: skip
-    ops = [*yaml.safe_load(path.read_text()), {"op": "add", "path": "/spec/runtimePatches", "value": [patch]}]
-    path.write_text(yaml.safe_dump(ops))
-    errors = errors_of(validate.validate(repo_copy, ["dev"]))
-    assert any(
-        "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.spec.template.spec."
-        "terminationGracePeriodSeconds: new in Kubeflow Trainer v2.3.0, and Kueue v0.19.2" in e
-        for e in errors
-    ), errors
