@@ -129,21 +129,57 @@ def format_bytes(n: int) -> str:
 
 _SI = {-9: "n", -6: "u", -3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
 _BINARY_SUFFIX = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
+_INT64_MAX = 2**63 - 1
 
 
-def canonical(value: object) -> str:
-    """The text a Go client writes back for the quantity ``value`` (Quantity.String, from
-    k8s.io/apimachinery@v0.36.5 pkg/api/resource/quantity.go CanonicalizeBytes): the format of the
-    suffix written (binary, decimal exponent, decimal SI); a binary value under 1024 in magnitude or
-    not whole is shown decimal; the number is whole, its exponent a multiple of 3 (of 1024 for
-    binary) as large as keeps it whole. ``1000m`` comes back as ``1``, ``2048Mi`` as ``2Gi``."""
-    number = parse_quantity(value)
-    text = value.strip() if isinstance(value, str) else ""
+def round_trip(value: object) -> str:
+    """The text a Go client writes back for a quantity it read as ``value`` (a string, or a JSON
+    number), from k8s.io/apimachinery@v0.36.5 pkg/api/resource/quantity.go: ``UnmarshalJSON``
+    parses the trimmed text with ``ParseQuantity``, which keeps the text itself when its fast path
+    finds it "in canonical form" (binary: a whole multiple of its suffix whose number is not a
+    multiple of 8; decimal: an exponent that is a multiple of 3, digits not starting with 0 nor
+    ending with 000; so ``+1``, ``08`` and ``1.`` come back as written); ``MarshalJSON`` writes that
+    text, else :func:`canonical`. ``1000m`` comes back as ``1``, ``8192Mi`` as ``8Gi``."""
+    number = parse_quantity(value)  # refuses what Kubernetes refuses
+    text = (value if isinstance(value, str) else repr(value)).strip()
+    if text == "0":
+        return text
+    sign = text[:1] if text[:1] in ("+", "-") else ""
+    body = text[len(sign) :].lstrip("0")
+    digits = len(body) - len(body.lstrip("0123456789"))
+    num, rest = body[:digits] or "0", body[digits:]
+    denom = ""
+    if rest.startswith("."):
+        rest = rest[1:]
+        denom = rest[: len(rest) - len(rest.lstrip("0123456789"))]
+        rest = rest[len(denom) :]
+    if rest in _BINARY and rest:
+        binary, exponent = True, _BINARY[rest]
+        precision = 15 - len(num) - int(exponent * 3 / 10) - 1 if not denom else -1
+    else:
+        binary = False
+        exponent = _DECIMAL[rest] if rest in _DECIMAL else int(rest[1:])  # parse_quantity checked it
+        precision = 18 - (len(num) + len(denom))
+    scale = (0 if binary else exponent) - len(denom)
+    if precision >= 0 and scale >= -9:
+        shifted = num + denom
+        n = int(shifted)
+        if n * (2**exponent if binary else 1) <= _INT64_MAX:
+            if binary:
+                kept = exponent % 10 == 0 and n & 7 != 0
+            else:
+                kept = scale % 3 == 0 and not shifted.endswith("000") and shifted[0] != "0"
+            if kept:
+                return text
+    return canonical(number, binary=binary, exponent_form=rest[:1] in ("e", "E") and len(rest) > 1)
+
+
+def canonical(number: Decimal, *, binary: bool = False, exponent_form: bool = False) -> str:
+    """Quantity.CanonicalizeBytes of ``number`` in the format its suffix gave it: a binary value
+    under 1024 in magnitude or not whole is shown decimal; the number is whole, its exponent a
+    multiple of 3 (of 1024 for binary) as large as keeps it whole."""
     if number == 0:
         return "0"
-    suffix = text.lstrip("+-0123456789.")
-    binary = suffix in _BINARY and suffix != ""
-    exponent_form = suffix[:1] in ("e", "E") and len(suffix) > 1  # "E" alone is exa
     if binary and abs(number) >= 1024 and number == number.to_integral_value():
         n, power = int(number), 0
         while n % 1024 == 0 and power < len(_BINARY_SUFFIX) - 1:
@@ -157,6 +193,4 @@ def canonical(value: object) -> str:
     head = f"{'-' if sign else ''}{mantissa}"
     if exponent_form:
         return head + (f"e{exp}" if exp else "")
-    if exp in _SI:
-        return head + _SI[exp]
-    return head + f"e{exp}"
+    return head + _SI.get(exp, f"e{exp}")

@@ -456,22 +456,33 @@ def test_an_object_in_a_jsonpatch_list_reaches_the_pod(clusters, prod_ib):
     bound to a namespace of its own: every pod gets the fabric of the generated policy, and the
     host alias. (The compiler itself never writes that shape: tests/trainyard/repo/generate.)"""
     kube, _, _ = prod_ib
-    docs = {r.kind: copy.deepcopy(r.doc) for r in _render("prod-ib").resources() if r.kind.startswith("Mutating")}
-    policy, binding = docs["MutatingAdmissionPolicy"], docs["MutatingAdmissionPolicyBinding"]
     alias = {"ip": "10.0.0.1", "hostnames": ["probe.local"]}
     value = f"[Object.spec.hostAliases{{ip: '{alias['ip']}', hostnames: ['{alias['hostnames'][0]}']}}]"
     assert object_initializers(value) == ["Object.spec.hostAliases"]
-    policy["metadata"] = {"name": ALIASED}
     expression = f"[JSONPatch{{op: 'add', path: '/spec/hostAliases', value: {value}}}]"
-    policy["spec"]["mutations"].append({"patchType": "JSONPatch", "jsonPatch": {"expression": expression}})
-    binding["metadata"] = {"name": ALIASED}
-    binding["spec"]["policyName"] = ALIASED
-    binding["spec"]["matchResources"] = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ALIASED}}}
+    # every profile's policy (a pod's fabric picks one), each with the mutation added
+    added: list[dict] = []
+    for r in _render("prod-ib").resources():
+        if r.kind not in ("MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"):
+            continue
+        doc = copy.deepcopy(r.doc)
+        name = r.name.replace("trainyard-fabric", ALIASED)
+        doc["metadata"] = {"name": name}
+        if r.kind == "MutatingAdmissionPolicy":
+            doc["spec"]["failurePolicy"] = "Fail"  # an error in the added mutation refuses the pod, never hides
+            doc["spec"]["mutations"].append({"patchType": "JSONPatch", "jsonPatch": {"expression": expression}})
+        else:
+            doc["spec"]["policyName"] = doc["spec"]["policyName"].replace("trainyard-fabric", ALIASED)
+            doc["spec"]["matchResources"] = {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ALIASED}}
+            }
+        added.append(doc)
+    assert len(added) == 6  # tcp, roce, ib
     _namespace(kube, ALIASED)
     checked = 0
     try:
-        kube.create(policy)
-        kube.create(binding)
+        for doc in added:
+            kube.create(doc)
         for pod in _examples():
             try:
                 want = _comparable(stored(kube, pod, INJECTED))
@@ -490,8 +501,8 @@ def test_an_object_in_a_jsonpatch_list_reaches_the_pod(clusters, prod_ib):
             assert _comparable(got) == want, _diff(want, _comparable(got))
             checked += 1
     finally:
-        kube.delete(binding)
-        kube.delete(policy)
+        for doc in reversed(added):
+            kube.delete(doc)
     assert checked >= 3
 
 

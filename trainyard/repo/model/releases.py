@@ -149,11 +149,11 @@ KUEUE_TRAINER_WRITE_BACK = Issue(
     "kubernetes-sigs/kueue#14842 (in v0.19.3, not served by the Go module proxy on 2026-12-06); "
     "kubeflow/trainer#3157 (spec.trainer immutable)",
     "Kueue v0.19.2 unsuspends a TrainJob by writing the whole object back from Go types: an "
-    "explicit empty env value is dropped and a quantity comes back in its canonical text (1000m "
+    "explicit empty env value is dropped and a quantity may come back in other text (1000m "
     "as 1); Trainer v2.3.0 holds spec.trainer immutable (CEL self == oldSelf), refuses the "
     "update, and the TrainJob stays suspended",
     "`trainyard validate` refuses a Kueue-queued TrainJob whose spec.trainer has an env entry with "
-    'value "" or a quantity not in canonical text, naming the text to write',
+    'value "" or a quantity whose text the write-back changes, naming the text to write',
     fixed_in="v0.19.3",
 )
 
@@ -442,8 +442,10 @@ TOOLS: tuple[Pin, ...] = (
             "v1.37.2",
             "2026-12-06",
             BY_TAG + ": v1.36.6 refused",
-            held="the clusters run Kubernetes 1.33-1.36 (clusters/*/cluster.yaml kubernetesVersion); the tests' "
-            "control plane is the newest of those minors",
+            held="the tests' control plane emulates each cluster's minor, 1.33 to 1.36 (clusters/*/cluster.yaml "
+            "kubernetesVersion), and a server emulates at most three minors back (k8s.io/apiserver@v0.36.5 "
+            "pkg/util/compatibility/version.go kubeEffectiveVersionFloors): v1.37 could not serve the dev "
+            "cluster's 1.33",
         ),
         issues=(
             Issue(

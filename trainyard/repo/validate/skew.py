@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from trainyard.contract.quantity import QuantityError, canonical
+from trainyard.contract.quantity import QuantityError, round_trip
 from trainyard.repo.generate.cel_jsonpatch import object_initializers
 from trainyard.repo.model import releases
 from trainyard.repo.model.rendered import Resource, pod_templates
@@ -181,7 +181,7 @@ def _patch_pod_specs(patch: dict) -> Iterator[tuple[str, dict]]:
 
 def _written_back_differently(trainer: dict) -> Iterator[tuple[str, str]]:
     """What a Go client writes back differently in a TrainJob's spec.trainer: an explicit empty env
-    value (EnvVar.Value is omitempty) and a quantity not in its canonical text."""
+    value (EnvVar.Value is omitempty) and a quantity whose text it rewrites (round_trip)."""
     for i, e in enumerate(_list(trainer.get("env"))):
         if isinstance(e, dict) and e.get("value") == "":
             yield f"env[{i}].value", 'an empty value comes back absent; leave "value" out'
@@ -189,7 +189,7 @@ def _written_back_differently(trainer: dict) -> Iterator[tuple[str, str]]:
     for section in ("limits", "requests"):
         for name, q in _dict(resources.get(section)).items():
             try:
-                text = canonical(q)
+                text = round_trip(q)
             except QuantityError:
                 continue  # refused as a quantity by the TrainJob checks
             if text != q:
