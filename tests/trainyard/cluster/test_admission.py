@@ -454,7 +454,8 @@ def test_an_object_in_a_jsonpatch_list_reaches_the_pod(clusters, prod_ib):
     value holding an ``Object`` initializer inside a list (the request fails with an internal
     error, failurePolicy notwithstanding). The generated prod-ib policy with one such mutation more,
     bound to a namespace of its own: every pod gets the fabric of the generated policy, and the
-    host alias. (The compiler itself never writes that shape: tests/trainyard/repo/generate.)"""
+    host alias. (The compiler itself never writes that shape: tests/trainyard/repo/generate.) On
+    v1.36.4 this test fails: the server drops the connection (docs/cluster.md)."""
     kube, _, _ = prod_ib
     alias = {"ip": "10.0.0.1", "hostnames": ["probe.local"]}
     value = f"[Object.spec.hostAliases{{ip: '{alias['ip']}', hostnames: ['{alias['hostnames'][0]}']}}]"
