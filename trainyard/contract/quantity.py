@@ -64,30 +64,42 @@ def _parse_text(value: str) -> Decimal:
     return _parse(value)
 
 
-def _parse(text: str) -> Decimal:
-    bad = QuantityError(f"{_show(text)} is not a Kubernetes quantity ({EXAMPLES})")
+def _bad(text: str) -> QuantityError:
+    return QuantityError(f"{_show(text)} is not a Kubernetes quantity ({EXAMPLES})")
+
+
+def _split(text: str) -> tuple[int, int, int]:
+    """Where the sign ends, the whole digits end and the fraction ends (the suffix starts)."""
     i = 1 if text[:1] in ("+", "-") else 0
     int_end = _RUN.match(text, i).end()  # type: ignore[union-attr]  # [0-9]* always matches
     frac_end = int_end
     if text[int_end : int_end + 1] == ".":
         frac_end = _RUN.match(text, int_end + 1).end()  # type: ignore[union-attr]
-    if int_end == i and frac_end <= int_end + 1:  # no digits at all ("", "+", ".", "-.")
-        raise bad
-    suffix = text[frac_end:]
+    return i, int_end, frac_end
+
+
+def _suffix(text: str, suffix: str) -> tuple[int, int]:
+    """(base, power) of a quantity's suffix: binary SI, decimal SI or a decimal exponent."""
     if suffix in _BINARY:
-        base, power = 2, _BINARY[suffix]
-    elif suffix in _DECIMAL:
-        base, power = 10, _DECIMAL[suffix]
-    elif suffix[:1] in ("e", "E") and len(suffix) > 1:
+        return 2, _BINARY[suffix]
+    if suffix in _DECIMAL:
+        return 10, _DECIMAL[suffix]
+    if suffix[:1] in ("e", "E") and len(suffix) > 1:
         start = 2 if suffix[1] in "+-" else 1
         if start == len(suffix) or _RUN.match(suffix, start).end() != len(suffix):  # type: ignore[union-attr]
-            raise bad
+            raise _bad(text)
         digits = suffix[start:].lstrip("0") or "0"
         if len(digits) > 10 or int(digits) > INT32_MAX:  # 10 digits: at most a few billion, cheap
             raise QuantityError(f"{_show(text)}: the exponent is outside what Kubernetes accepts (int32)")
-        base, power = 10, (-1 if suffix[1] == "-" else 1) * int(digits)
-    else:
-        raise bad
+        return 10, (-1 if suffix[1] == "-" else 1) * int(digits)
+    raise _bad(text)
+
+
+def _parse(text: str) -> Decimal:
+    i, int_end, frac_end = _split(text)
+    if int_end == i and frac_end <= int_end + 1:  # no digits at all ("", "+", ".", "-.")
+        raise _bad(text)
+    base, power = _suffix(text, text[frac_end:])
     whole = text[i:int_end].lstrip("0")
     fraction = text[int_end + 1 : frac_end]
     significant = fraction.lstrip("0")
@@ -139,26 +151,20 @@ def round_trip(value: object) -> str:
     finds it "in canonical form" (binary: a whole multiple of its suffix whose number is not a
     multiple of 8; decimal: an exponent that is a multiple of 3, digits not starting with 0 nor
     ending with 000; so ``+1``, ``08`` and ``1.`` come back as written); ``MarshalJSON`` writes that
-    text, else :func:`canonical`. ``1000m`` comes back as ``1``, ``8192Mi`` as ``8Gi``."""
+    text, else its canonical text (:func:`_canonical`). ``1000m`` comes back as ``1``, ``8192Mi`` as ``8Gi``."""
     number = parse_quantity(value)  # refuses what Kubernetes refuses
     text = (value if isinstance(value, str) else repr(value)).strip()
     if text == "0":
         return text
-    sign = text[:1] if text[:1] in ("+", "-") else ""
-    body = text[len(sign) :].lstrip("0")
-    digits = len(body) - len(body.lstrip("0123456789"))
-    num, rest = body[:digits] or "0", body[digits:]
-    denom = ""
-    if rest.startswith("."):
-        rest = rest[1:]
-        denom = rest[: len(rest) - len(rest.lstrip("0123456789"))]
-        rest = rest[len(denom) :]
-    if rest in _BINARY and rest:
-        binary, exponent = True, _BINARY[rest]
+    i, int_end, frac_end = _split(text)
+    num = text[i:int_end].lstrip("0") or "0"  # parseQuantityString: leading zeros stripped
+    denom = text[int_end + 1 : frac_end]
+    suffix = text[frac_end:]
+    base, exponent = _suffix(text, suffix)
+    binary = base == 2
+    if binary:
         precision = 15 - len(num) - int(exponent * 3 / 10) - 1 if not denom else -1
     else:
-        binary = False
-        exponent = _DECIMAL[rest] if rest in _DECIMAL else int(rest[1:])  # parse_quantity checked it
         precision = 18 - (len(num) + len(denom))
     scale = (0 if binary else exponent) - len(denom)
     if precision >= 0 and scale >= -9:
@@ -171,10 +177,10 @@ def round_trip(value: object) -> str:
                 kept = scale % 3 == 0 and not shifted.endswith("000") and shifted[0] != "0"
             if kept:
                 return text
-    return canonical(number, binary=binary, exponent_form=rest[:1] in ("e", "E") and len(rest) > 1)
+    return _canonical(number, binary=binary, exponent_form=suffix not in _DECIMAL and not binary)
 
 
-def canonical(number: Decimal, *, binary: bool = False, exponent_form: bool = False) -> str:
+def _canonical(number: Decimal, *, binary: bool = False, exponent_form: bool = False) -> str:
     """Quantity.CanonicalizeBytes of ``number`` in the format its suffix gave it: a binary value
     under 1024 in magnitude or not whole is shown decimal; the number is whole, its exponent a
     multiple of 3 (of 1024 for binary) as large as keeps it whole."""

@@ -99,7 +99,7 @@ def collect(repo: Repository, clusters: list[str] | None = None) -> list[Row]:
         if declared.load(repo, cluster).prometheus_operator:  # installed outside, where the facts say so
             rows["prometheus-operator"].clusters.append(cluster)
         for r in render.resources():
-            release = releases.of_origin(r.origin) if r.extra.get("upstream") else None
+            release = releases.of_upstream(r)
             if release is None:
                 continue
             row = rows[release.key]

@@ -16,6 +16,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from trainyard.repo.model.rendered import Resource
 
 # How the newest versions were asked for. `go list -m -versions` omits versions the module proxy
 # serves (it listed v0.85.0 as Prometheus Operator's newest while v0.88.0-v0.94.1 were served), so
@@ -574,3 +578,8 @@ def of_origin(origin: str | None) -> Release | None:
         r"https://(?:raw\.githubusercontent\.com|github\.com)/([^/]+)/([^/]+)/(?:releases/download/)?([^/]+)/", origin
     )
     return by_git(f"https://github.com/{m[1]}/{m[2]}", m[3]) if m else None
+
+
+def of_upstream(r: Resource) -> Release | None:
+    """The release a rendered object came from, when the render marked it upstream."""
+    return of_origin(r.origin) if r.extra.get("upstream") else None

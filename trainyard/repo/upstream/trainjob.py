@@ -220,14 +220,12 @@ def _patch_problems(patches: object, runtime: dict | None) -> list[str]:
         elif manager in managers:
             out.append(f"{path}.manager: {manager} twice (the list is a map keyed by manager)")
         managers.add(str(manager))
-        rjobs = _l(_d(_d(_d(p.get("trainingRuntimeSpec")).get("template")).get("spec")).get("replicatedJobs"))
-        for j, rj in enumerate(rjobs):
-            rpath = f"{path}.trainingRuntimeSpec.template.spec.replicatedJobs[{j}]"
-            name = _d(rj).get("name")
+        for j, rj, pod in patch_replicated_jobs(p):
+            rpath = f"{path}.{PATCH_REPLICATED_JOBS}[{j}]"
+            name = rj.get("name")
             if containers is not None and name not in containers:
                 out.append(f"{rpath}.name: {name!r} must not have replicated job that doesn't exist in the runtime")
                 continue
-            pod = _d(_d(_d(_d(_d(rj).get("template")).get("spec")).get("template")).get("spec"))
             for group in ("initContainers", "containers"):
                 for k, c in enumerate(_l(pod.get(group))):
                     cname = _d(c).get("name")
@@ -239,6 +237,16 @@ def _patch_problems(patches: object, runtime: dict | None) -> list[str]:
                             "set them in spec.trainer.env (or spec.initializer)"
                         )  # fmt: skip
     return out
+
+
+PATCH_REPLICATED_JOBS = "trainingRuntimeSpec.template.spec.replicatedJobs"  # in a runtime patch
+PATCH_POD_SPEC = "template.spec.template.spec"  # in one of its replicated jobs
+
+
+def patch_replicated_jobs(patch: object) -> list[tuple[int, dict, dict]]:
+    """(index, replicated job, its pod spec) of each replicated job a runtime patch changes."""
+    rjobs = _l(_d(_d(_d(_d(patch).get("trainingRuntimeSpec")).get("template")).get("spec")).get("replicatedJobs"))
+    return [(j, _d(rj), _pod_spec(_d(rj))) for j, rj in enumerate(rjobs)]
 
 
 def _container_names(runtime: dict) -> dict[str, set[str]]:

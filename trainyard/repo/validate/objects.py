@@ -88,7 +88,7 @@ def _check_reference(ctx: ClusterCheck, r: Resource, path: str, image: str) -> N
     why = floating(image)
     if why is None:
         return
-    release = releases.of_origin(r.origin) if r.extra.get("upstream") else None
+    release = releases.of_upstream(r)
     came = f" (upstream: {release.name} {release.version}, Application {r.app})" if release else ""
     fix = FLOATING_FIX
     if release:

@@ -12,12 +12,11 @@ message; it stops refusing once the pin of its release reaches the issue's ``fix
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from trainyard.contract.quantity import QuantityError, round_trip
 from trainyard.repo.generate.cel_jsonpatch import object_initializers
 from trainyard.repo.model import releases
-from trainyard.repo.model.rendered import Resource, pod_templates
+from trainyard.repo.model.rendered import Resource, as_dict, as_list, dig, pod_templates
 from trainyard.repo.upstream import kueue, trainjob
 from trainyard.repo.validate import ClusterCheck
 
@@ -38,7 +37,7 @@ FIXED_MUTATING_POLICY = (1, 37)  # the first minor whose every patch has kuberne
 
 def check_skew(ctx: ClusterCheck) -> None:
     _mutating_policies(ctx)
-    kueue_release = [r for r in ctx.resources if _release(r) == "kueue"]
+    kueue_release = [r for r in ctx.resources if (rel := releases.of_upstream(r)) and rel.key == "kueue"]
     if not kueue_release:
         return
     if releases.still_open("kueue", releases.KUEUE_MANAGER_ENTRY):
@@ -46,24 +45,11 @@ def check_skew(ctx: ClusterCheck) -> None:
             _reinvoked_trainjob_webhook(ctx, r)
     runtimes = [r.doc for r in ctx.resources if trainjob.is_runtime(r.doc)]
     tolerating_flavors = sorted(
-        r.name for r in ctx.resources if r.kind == "ResourceFlavor" and _dict(r.doc.get("spec")).get("tolerations")
+        r.name for r in ctx.resources if r.kind == "ResourceFlavor" and dig(r.doc, "spec").get("tolerations")
     )
     for r in ctx.resources:
         if trainjob.is_trainjob(r.doc):
             _trainjob(ctx, r, runtimes, tolerating_flavors)
-
-
-def _release(r: Resource) -> str | None:
-    release = releases.of_origin(r.origin) if r.extra.get("upstream") else None
-    return release.key if release else None
-
-
-def _dict(value: object) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []
 
 
 def _mutating_policies(ctx: ClusterCheck) -> None:
@@ -73,8 +59,8 @@ def _mutating_policies(ctx: ClusterCheck) -> None:
     for r in ctx.resources:
         if r.kind != "MutatingAdmissionPolicy" or r.group != "admissionregistration.k8s.io":
             continue
-        for i, m in enumerate(_list(_dict(r.doc.get("spec")).get("mutations"))):
-            expression = _dict(_dict(m).get("jsonPatch")).get("expression")
+        for i, m in enumerate(as_list(as_dict(r.doc.get("spec")).get("mutations"))):
+            expression = dig(m, "jsonPatch").get("expression")
             found = object_initializers(expression) if isinstance(expression, str) else []
             if found:
                 ctx.err(
@@ -91,8 +77,8 @@ def _mutating_policies(ctx: ClusterCheck) -> None:
 def _reinvoked_trainjob_webhook(ctx: ClusterCheck, r: Resource) -> None:
     if r.kind != "MutatingWebhookConfiguration":
         return
-    for i, hook in enumerate(_list(r.doc.get("webhooks"))):
-        hook = _dict(hook)
+    for i, hook in enumerate(as_list(r.doc.get("webhooks"))):
+        hook = as_dict(hook)
         if hook.get("name") == KUEUE_TRAINJOB_WEBHOOK and hook.get("reinvocationPolicy") == "IfNeeded":
             ctx.err(
                 r.where(),
@@ -105,8 +91,8 @@ def _reinvoked_trainjob_webhook(ctx: ClusterCheck, r: Resource) -> None:
 
 
 def _trainjob(ctx: ClusterCheck, r: Resource, runtimes: list[dict], tolerating_flavors: list[str]) -> None:
-    spec = _dict(r.doc.get("spec"))
-    patches = [(i, _dict(p)) for i, p in enumerate(_list(spec.get("runtimePatches")))]
+    spec = as_dict(r.doc.get("spec"))
+    patches = [(i, as_dict(p)) for i, p in enumerate(as_list(spec.get("runtimePatches")))]
     kueue_version = releases.BY_KEY["kueue"].version
     if releases.still_open("kueue", releases.KUEUE_MANAGER_ENTRY):
         for i, p in patches:
@@ -137,7 +123,7 @@ def _trainjob(ctx: ClusterCheck, r: Resource, runtimes: list[dict], tolerating_f
                             r.describe(),
                         )
     if releases.still_open("kueue", releases.KUEUE_TRAINER_WRITE_BACK):
-        for where, problem in _written_back_differently(_dict(spec.get("trainer"))):
+        for where, problem in _written_back_differently(as_dict(spec.get("trainer"))):
             ctx.err(
                 r.where(),
                 f"spec.trainer.{where}: {problem}: Kueue {kueue_version} writes the TrainJob back to resume it, "
@@ -148,9 +134,9 @@ def _trainjob(ctx: ClusterCheck, r: Resource, runtimes: list[dict], tolerating_f
     if tolerating_flavors and releases.still_open("kueue", releases.KUEUE_FLAVOR_TOLERATIONS):
         runtime = trainjob.find_runtime(r.doc, runtimes)
         given = [
-            f"its runtime {runtime.get('kind')} {_dict(runtime.get('metadata')).get('name')} ({path})"
+            f"its runtime {runtime.get('kind')} {dig(runtime, 'metadata').get('name')} ({path})"
             for path, tpl in (pod_templates(runtime) if runtime else ())
-            if _dict(tpl.get("spec")).get("tolerations")
+            if dig(tpl, "spec").get("tolerations")
         ]
         given += [
             f"spec.runtimePatches[{i}].{where}.tolerations"
@@ -172,22 +158,19 @@ def _trainjob(ctx: ClusterCheck, r: Resource, runtimes: list[dict], tolerating_f
 
 def _patch_pod_specs(patch: dict) -> Iterator[tuple[str, dict]]:
     """(path, pod spec) of each replicated job a runtime patch changes."""
-    spec = _dict(_dict(_dict(patch.get("trainingRuntimeSpec")).get("template")).get("spec"))
-    for j, rj in enumerate(_list(spec.get("replicatedJobs"))):
-        pod = _dict(_dict(_dict(_dict(rj).get("template")).get("spec")).get("template"))
-        if isinstance(pod.get("spec"), dict):
-            yield f"trainingRuntimeSpec.template.spec.replicatedJobs[{j}].template.spec.template.spec", pod["spec"]
+    for j, _, pod_spec in trainjob.patch_replicated_jobs(patch):
+        yield f"{trainjob.PATCH_REPLICATED_JOBS}[{j}].{trainjob.PATCH_POD_SPEC}", pod_spec
 
 
 def _written_back_differently(trainer: dict) -> Iterator[tuple[str, str]]:
     """What a Go client writes back differently in a TrainJob's spec.trainer: an explicit empty env
     value (EnvVar.Value is omitempty) and a quantity whose text it rewrites (round_trip)."""
-    for i, e in enumerate(_list(trainer.get("env"))):
+    for i, e in enumerate(as_list(trainer.get("env"))):
         if isinstance(e, dict) and e.get("value") == "":
             yield f"env[{i}].value", 'an empty value comes back absent; leave "value" out'
-    resources = _dict(trainer.get("resourcesPerNode"))
+    resources = as_dict(trainer.get("resourcesPerNode"))
     for section in ("limits", "requests"):
-        for name, q in _dict(resources.get(section)).items():
+        for name, q in as_dict(resources.get(section)).items():
             try:
                 text = round_trip(q)
             except QuantityError:

@@ -184,7 +184,7 @@ def test_every_release_is_installed_by_some_cluster(renders):
     used = set()
     for render in renders.values():
         for r in render.resources():
-            release = releases.of_origin(r.origin) if r.extra.get("upstream") else None
+            release = releases.of_upstream(r)
             if release:
                 used.add(release.key)
     # Argo CD is installed before the bootstrap; Prometheus Operator outside the repository, where a
