@@ -7,8 +7,8 @@ bottleneck.)"""
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import ssl
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -56,12 +56,26 @@ def _process(args: tuple) -> LoadResult:
 
 
 def run_load(
-    base: str, ca: str, bodies: list[bytes], total: int, processes: int = 3, concurrency: int = 16
+    base: str,
+    ca: str,
+    bodies: list[bytes],
+    total: int,
+    processes: int = 3,
+    concurrency: int = 16,
+    deadline: float = 180,
 ) -> LoadResult:
-    """Send ``total`` reviews split over ``processes`` client processes; wait for all of them."""
+    """Send ``total`` reviews split over ``processes`` client processes; wait for all of them, at
+    most ``deadline`` seconds (then the clients are killed and the load fails, naming the deadline).
+
+    The clients are spawned, not forked: the tests call this from a thread while others run, and a
+    child forked while another thread holds a lock (logging, ssl) can hang before it sends anything."""
     share = [total // processes + (1 if i < total % processes else 0) for i in range(processes)]
     result = LoadResult()
-    with ProcessPoolExecutor(processes) as pool:
-        for part in pool.map(_process, [(base, ca, bodies, n, concurrency) for n in share]):
-            result.merge(part)
+    with multiprocessing.get_context("spawn").Pool(processes) as pool:  # leaving it kills the clients
+        parts = pool.map_async(_process, [(base, ca, bodies, n, concurrency) for n in share])
+        try:
+            for part in parts.get(deadline):
+                result.merge(part)
+        except multiprocessing.TimeoutError:
+            raise AssertionError(f"{total} reviews did not finish within {deadline:.0f} s") from None
     return result

@@ -146,15 +146,29 @@ def test_soak_many_clients_no_error_and_stable_memory(live):
 
 
 def load_in_background(server, total: int) -> tuple[threading.Thread, dict]:
-    """``total`` reviews from 2 processes x 16 connections, on a thread; ``result["r"]`` once joined."""
+    """``total`` reviews from 2 processes x 16 connections, on a thread; ``result["r"]`` once joined
+    (``result["error"]`` if the load itself failed). A daemon thread: a test that fails never keeps
+    the interpreter from exiting."""
     result: dict = {}
-    load = threading.Thread(
-        target=lambda: result.update(
-            r=run_load(server.base, str(server.ca), corpus(), total, processes=2, concurrency=16)
-        )
-    )
+
+    def send() -> None:
+        try:
+            result["r"] = run_load(server.base, str(server.ca), corpus(), total, processes=2, concurrency=16)
+        except BaseException as exc:
+            result["error"] = exc
+
+    load = threading.Thread(target=send, daemon=True)
     load.start()
     return load, result
+
+
+def finish(load: threading.Thread, result: dict):
+    """Wait for a background load (its own deadline bounds the wait) and return its result."""
+    load.join(240)
+    assert not load.is_alive(), "the background load did not end"
+    if "error" in result:
+        raise result["error"]
+    return result["r"]
 
 
 @pytest.mark.server
@@ -177,8 +191,8 @@ def test_rotation_and_policy_change_in_the_middle_of_load(live, tmp_path):
             what="the policy reload",
         )
         mid = _reviews(c)
-    load.join()
-    assert result["r"].errors == [] and result["r"].ok == 12000
+    r = finish(load, result)
+    assert r.errors == [] and r.ok == 12000
     assert mid < 12000, "the rotation and the reload must happen while the load runs"
 
 
@@ -218,8 +232,8 @@ def test_refused_reloads_under_load_fail_no_request(live, tmp_path):
             ready = c.get("/readyz")
             assert ready.status_code == 200 and set(ready.json()["refused"]) == {"policies", "certificate"}
         mid = _reviews(c)
-    load.join()
-    assert result["r"].errors == [] and result["r"].ok == 12000
+    r = finish(load, result)
+    assert r.errors == [] and r.ok == 12000
     assert mid < 12000, "the refusals must happen while the load runs"
     assert server.peer_certificate() == before
     logs = server.logs()
