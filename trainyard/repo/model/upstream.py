@@ -257,10 +257,24 @@ def _disk_cached(key: str, make: Callable[[], list[tuple[dict, str]]]) -> list[t
     return made
 
 
+def is_hook(doc: dict) -> bool:
+    """Whether Argo CD runs ``doc`` as a sync hook rather than keeping it as one of the
+    Application's resources (gitops-engine/v3@v3.6.2:pkg/sync/hook/hook.go IsHook): an
+    ``argocd.argoproj.io/hook`` other than ``Skip`` alone, or else a Helm hook
+    (hook/helm/hook.go: any ``helm.sh/hook`` but ``crd-install``). A chart's hooks (cert-manager's
+    startupapicheck Job) run at sync time and are not listed among the Application's resources."""
+    annotations = (doc.get("metadata") or {}).get("annotations") or {}
+    argo = annotations.get("argocd.argoproj.io/hook")
+    if argo is not None:
+        return [t.strip() for t in str(argo).split(",") if t.strip()] != ["Skip"]
+    helm = annotations.get("helm.sh/hook")
+    return helm is not None and helm != "crd-install"
+
+
 def _resources(key: str, docs: tuple[dict, ...], app: str | None) -> list[Resource]:
     origins = _ORIGINS[key]
     return [
-        Resource(doc=tree_copy(d), origin=o, app=app, extra={"upstream": True})
+        Resource(doc=tree_copy(d), origin=o, app=app, extra={"upstream": True} | ({"hook": True} if is_hook(d) else {}))
         for d, o in zip(docs, origins, strict=True)
     ]
 
@@ -288,13 +302,7 @@ def _helm(
     shown = f"{release.module}@{release.version}:{chart_path.relative_to(root).as_posix()}"
     command = helm_command()
     with tempfile.TemporaryDirectory(prefix="trainyard-helm-") as tmp:
-        staged = Path(tmp) / "chart" / chart_path.name
-        _copy_writable(chart_path, staged)
-        if chart.values:
-            _set_values(staged / "values.yaml", chart.values)
-        _run([command, "package", str(staged), "--version", chart.version, "--app-version", chart.app_version,
-              "--destination", tmp], shown)  # fmt: skip
-        (target,) = [str(p) for p in Path(tmp).glob("*.tgz")]
+        target = str(package_chart(release, chart, Path(tmp), progress=progress))
         args = [command, "template", target, "--name-template", str(helm.get("releaseName") or app)]
         args += ["--namespace", namespace] if namespace else []
         args += _kube_version(kube_version)
@@ -304,6 +312,36 @@ def _helm(
             args += ["--values", str(extra)]
         out = _run([*args, "--include-crds"], shown)
     return _helm_documents(out, shown, release, root, chart_path)
+
+
+def package_chart(
+    release: releases.Release, chart: releases.Chart, into: Path, *, progress: Progress = lambda _: None
+) -> Path:
+    """The release's published chart, packaged from the tag as the release packages it (``helm
+    package`` with the row's version, app version and values): ``into/<name>-<version>.tgz``."""
+    root = _root(release, progress)
+    chart_path = root / chart.path
+    shown = f"{release.module}@{release.version}:{chart_path.relative_to(root).as_posix()}"
+    with tempfile.TemporaryDirectory(prefix="trainyard-chart-") as tmp:
+        staged = Path(tmp) / chart_path.name
+        _copy_writable(chart_path, staged)
+        if chart.values:
+            _set_values(staged / "values.yaml", chart.values)
+        _run([helm_command(), "package", str(staged), "--version", chart.version, "--app-version", chart.app_version,
+              "--destination", str(into)], shown)  # fmt: skip
+    return into / f"{chart.name}-{chart.version}.tgz"
+
+
+def build_asset(release: releases.Release, asset: releases.Asset, *, progress: Progress = lambda _: None) -> str:
+    """A release asset built from the tag as the release builds it (a kustomize build), as YAML."""
+    root = _root(release, progress)
+    built = _kustomize(root, (root / asset.kustomization).resolve(), release, progress)
+    return yaml.safe_dump_all([d for d, _ in built], sort_keys=False)
+
+
+def release_tree(release: releases.Release, *, progress: Progress = lambda _: None) -> Path:
+    """The release's tag as a tree (its Go module, fetched and checked against go.sum)."""
+    return _root(release, progress)
 
 
 def _copy_writable(source: Path, dest: Path) -> None:
@@ -440,9 +478,7 @@ def _fetch(url: str, folder: Path, tmp: Path, names: dict[Path, str], where: str
                 f"{where}: {url}: {release.name} {release.version} has no release asset {m[4]!r} that trainyard "
                 "can build from the tag (trainyard/repo/model/releases.py)"
             )
-        root = _root(release, progress)
-        built = _kustomize(root, (root / asset.kustomization).resolve(), release, progress)
-        local.write_text(yaml.safe_dump_all([d for d, _ in built], sort_keys=False), encoding="utf-8")
+        local.write_text(build_asset(release, asset, progress=progress), encoding="utf-8")
         names[local.resolve()] = f"{url} (built from {release.module}@{release.version}:{asset.kustomization})"
         return local.name
     raise UpstreamError(
