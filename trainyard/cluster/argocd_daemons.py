@@ -9,24 +9,28 @@ protected mode on); GnuPG is off. The repo-server runs the kustomize and Helm th
 renders with (the pins of ``.venv/bin``) and Argo CD's git wrapper scripts from its module. The
 processes join the cluster's state, so ``trainyard cluster down`` stops them too.
 
-Argo CD's repo-server fetches every source by its URL. Here only a repository on disk can be
-reached: a local copy of this repository whose ``base/repo/repo.env`` names that copy
-(:func:`git_repository`). Upstream sources (GitHub tags, chart registries) cannot be fetched, so
-their Applications report a ComparisonError.
+Argo CD's repo-server fetches every source by its URL. This repository is a copy on disk whose
+``base/repo/repo.env`` names it (:func:`git_repository`). The upstream sources (GitHub tags, files
+and release assets, chart repositories, OCI charts) are served under their own URLs from the
+pinned releases by :mod:`trainyard.cluster.sources`: the repo-server runs in a mount namespace of
+its own whose ``/etc/hosts`` sends those host names to the sources' loopback address, trusting only
+the sources' CA (``SSL_CERT_FILE`` for Go: Argo CD, kustomize, Helm; ``GIT_SSL_CAINFO`` for git).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import ssl
 import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
-from trainyard.cluster import components, controlplane
+from trainyard.cluster import components, controlplane, sources
 from trainyard.cluster.controlplane import Started
 from trainyard.cluster.processes import Daemon, free_port, spawn
 from trainyard.contract.errors import UserError
@@ -43,6 +47,7 @@ NO_PERSISTENCE = ("--save", "", "--appendonly", "no")  # Redis is a cache here
 
 @dataclass
 class Running:
+    sources: Daemon
     redis: Daemon
     repo_server: Daemon
     controller: Daemon
@@ -135,8 +140,10 @@ def start(started: Started, *, progress: Progress = print) -> Running:
     state = started.state
     ports = {name: free_port() for name in ("redis", "repo", "repo-metrics", "controller", "set", "set-probe", "hook")}
 
-    def launch(name: str, argv: list[str], own: tuple[int, ...], ready: Callable[[], bool], what: str) -> Daemon:
-        daemon = spawn(name, argv, logs / f"{name}.log", ports=own, env=env if name != "redis" else None)
+    def launch(
+        name: str, argv: list[str], own: tuple[int, ...], ready: Callable[[], bool], what: str, env: dict | None = None
+    ) -> Daemon:
+        daemon = spawn(name, argv, logs / f"{name}.log", ports=own, env=env)
         state.daemons.append(daemon)
         state.save(started.folder)
         controlplane.wait_ready(daemon, ready, what, timeout=120)
@@ -145,6 +152,31 @@ def start(started: Started, *, progress: Progress = print) -> Running:
     def answers() -> bool:
         return subprocess.run(["redis-cli", "-p", str(ports["redis"]), "ping"], capture_output=True).returncode == 0
 
+    if os.geteuid() != 0:
+        raise UserError("Argo CD's repo-server reaches the upstream sources in a mount namespace of its own: "
+                        "run as root")  # fmt: skip
+    unshare = _require("unshare", "util-linux")
+    end = sources.prepare(home / "sources")
+    trust = ssl.create_default_context(cafile=str(end.ca))
+    sources_daemon = launch(
+        "upstream-sources",
+        [
+            sys.executable,
+            "-m",
+            "trainyard.cluster.sources",
+            "--address",
+            end.address,
+            "--cert",
+            str(end.cert),
+            "--key",
+            str(end.key),
+            "--cache",
+            str(home / "sources" / "built"),
+        ],
+        (),
+        lambda: httpx.get(f"https://{end.address}/v2/", verify=trust, timeout=2).status_code == 200,
+        "the upstream sources answering",
+    )
     redis_addr = f"127.0.0.1:{ports['redis']}"
     repo_addr = f"127.0.0.1:{ports['repo']}"
     _secret(started)
@@ -156,9 +188,13 @@ def start(started: Started, *, progress: Progress = print) -> Running:
         answers if shutil.which("redis-cli") else lambda: True,
         "Redis answering",
     )
+    # the repo-server alone fetches sources: /etc/hosts replaced in its own mount namespace only
+    in_namespace = [unshare, "--mount", "--propagation", "private", "sh", "-c",
+                    'mount --bind "$0" /etc/hosts && exec "$@"', str(end.hosts_file)]  # fmt: skip
     repo = launch(
         "argocd-repo-server",
         [
+            *in_namespace,
             str(folder / "argocd-repo-server"),
             # both listeners default to 0.0.0.0 (argo-cd@v3.6.2:common/common.go DefaultAddressRepoServer,
             # DefaultAddressRepoServerMetrics; flags in cmd/argocd-repo-server/commands/argocd_repo_server.go)
@@ -180,6 +216,7 @@ def start(started: Started, *, progress: Progress = print) -> Running:
         (ports["repo"], ports["repo-metrics"]),
         _ready(ports["repo-metrics"]),
         "the repo-server's metrics",
+        env={**env, "SSL_CERT_FILE": str(end.ca), "GIT_SSL_CAINFO": str(end.ca)},
     )
     controller = launch(
         "argocd-application-controller",
@@ -203,6 +240,7 @@ def start(started: Started, *, progress: Progress = print) -> Running:
         (ports["controller"],),
         _ready(ports["controller"]),
         "the application controller's metrics",
+        env,
     )
     appset = launch(
         "argocd-applicationset-controller",
@@ -225,6 +263,7 @@ def start(started: Started, *, progress: Progress = print) -> Running:
         (ports["set"], ports["set-probe"], ports["hook"]),
         _ready(ports["set"]),
         "the ApplicationSet controller's metrics",
+        env,
     )
     progress(f"Argo CD {version}: repo-server, application controller and ApplicationSet controller running")
-    return Running(r, repo, controller, appset)
+    return Running(sources_daemon, r, repo, controller, appset)

@@ -1,11 +1,12 @@
 """A local cluster listens on loopback, and its etcd answers only kube-apiserver's certificate.
 
 The dev cluster is started as ``trainyard cluster up`` starts it (control plane, the fabric
-webhook, Kueue, JobSet, Trainer and the training operator), with Argo CD and Redis beside it;
-then every listening socket of every process they started (their whole sessions, children
-included) is read from /proc/net/{tcp,tcp6,udp,udp6} and mapped to its process through
-/proc/PID/fd. Two listeners cannot be moved, because upstream binds them to every address in the
-code: Argo CD's application controller's metrics (argo-cd@v3.6.2:controller/appcontroller.go,
+webhook, Kueue, JobSet, Trainer and the training operator), with Argo CD, Redis and the upstream
+sources its repo-server fetches (on a loopback address of their own) beside it; then every
+listening socket of every process they started (their whole sessions, children included) is
+read from /proc/net/{tcp,tcp6,udp,udp6} and mapped to its process through /proc/PID/fd. Two
+listeners cannot be moved, because upstream binds them to every address in the code: Argo CD's
+application controller's metrics (argo-cd@v3.6.2:controller/appcontroller.go,
 ``0.0.0.0:<metrics-port>``) and the training operator's webhook server (training-operator@v1.9.4:
 cmd/training-operator.v1/main.go gives controller-runtime's webhook server a port and no host).
 They are named here exactly, so that any other one fails the test, and so does either of them
@@ -35,7 +36,7 @@ pytestmark = pytest.mark.cluster
 EXPECTED = {
     "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "trainyard-webhook", "kueue",
     "trainer-controller-manager", "jobset", "training-operator.v1", "redis", "argocd-repo-server",
-    "argocd-application-controller", "argocd-applicationset-controller",
+    "argocd-application-controller", "argocd-applicationset-controller", "upstream-sources",
 }  # fmt: skip
 
 
