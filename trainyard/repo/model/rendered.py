@@ -66,6 +66,7 @@ CLUSTER_SCOPED = frozenset(
         ("storage.k8s.io", "StorageClass"),
         ("scheduling.k8s.io", "PriorityClass"),
         ("networking.k8s.io", "IngressClass"),
+        ("apiregistration.k8s.io", "APIService"),  # Kueue's visibility API (k8s.io/kube-aggregator, cluster-scoped)
         ("cert-manager.io", "ClusterIssuer"),
         # CRDs of scope Cluster (kubeflow/trainer@v2.3.0:manifests/base/crds; kubernetes-sigs/kueue@v0.19.2:
         # apis/kueue/v1beta2/*_types.go, +kubebuilder:resource:scope=Cluster)
