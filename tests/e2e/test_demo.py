@@ -178,7 +178,10 @@ def test_ctrl_c_cleans_up_and_a_second_run_works(tmp_path):
 def test_a_failed_run_cleans_up(tmp_path):
     workdir = tmp_path / "work"
     r = demo("--max-steps", "100000", "--no-fault", "--timeout", "15", "--workdir", str(workdir))
-    assert r.returncode == 2 and "error: the job did not finish in time" in r.stderr, r.stdout[-2000:] + r.stderr
+    # which deadline a slow machine meets first (torch's import alone may take seconds) is not the
+    # point: either refusal is a failed run, and it must leave nothing behind
+    said = ("error: the job did not finish in time", "error: training did not start in time")
+    assert r.returncode == 2 and any(s in r.stderr for s in said), r.stdout[-2000:] + r.stderr
     run_id = re.search(r"\(ty-([0-9a-f]+)-\*\)", r.stdout)
     assert leftovers(run_id.group(1) if run_id else "none", workdir) == []
 

@@ -309,37 +309,42 @@ def _error(kube) -> str | None:
 @pytest.mark.parametrize("synced", [CLUSTER], indirect=True)
 def test_one_badly_named_job_folder_stops_the_applicationset_deleting_removed_jobs(synced):
     """What trainyard validate's job folder name rule prevents (trainyard/repo/validate/job_names.py):
-    a folder renamed to `Mnist_DDP` removes folder mnist-ddp and adds one whose Application
+    a folder renamed to `Smoke_DDP` removes folder smoke-ddp and adds one whose Application
     kube-apiserver refuses. Argo CD's ApplicationSet controller reports the refusal and, returning
     before deleteInCluster, keeps the removed folder's Application: its job keeps running. Positive
-    control: once the bad folder is gone too, the removed job's Application is deleted."""
+    control: once the bad folder is gone too, the removed job's Application is deleted.
+
+    The folder is a TrainJob's: by now Argo CD has synced the training operator's Application,
+    whose webhooks it puts back in their Service form, which does not route on a local cluster
+    (trainyard/cluster/controllers.py), so the foreground deletion of a PyTorchJob would wait for
+    ever on its validating webhook."""
     repo, started, _ = synced
     jobs = repo.root / "overlays" / CLUSTER / "jobs"
     with started.client() as kube:
         deadline = time.monotonic() + TIMEOUT
-        while "dev-job-mnist-ddp" not in _applications(started) and time.monotonic() < deadline:
+        while "dev-job-smoke-ddp" not in _applications(started) and time.monotonic() < deadline:
             time.sleep(2)  # the ApplicationSet controller makes it after its start
-        assert kube.get(f"{APPS}/dev-job-mnist-ddp")
-        shutil.move(jobs / "mnist-ddp", jobs / "Mnist_DDP")
+        assert kube.get(f"{APPS}/dev-job-smoke-ddp")
+        shutil.move(jobs / "smoke-ddp", jobs / "Smoke_DDP")
         _push(repo, "a job folder Argo CD cannot name")
         _refresh(kube)
         deadline = time.monotonic() + TIMEOUT
         while (message := _error(kube)) is None and time.monotonic() < deadline:
             time.sleep(2)
         assert message is not None, "the ApplicationSet reported no error"
-        assert "dev-job-Mnist_DDP" in message and "RFC 1123" in message, message
-        assert kube.get(f"{APPS}/dev-job-mnist-ddp"), "the removed folder's Application is still there"
+        assert "dev-job-Smoke_DDP" in message and "RFC 1123" in message, message
+        assert kube.get(f"{APPS}/dev-job-smoke-ddp"), "the removed folder's Application is still there"
 
-        shutil.rmtree(jobs / "Mnist_DDP")
+        shutil.rmtree(jobs / "Smoke_DDP")
         _push(repo, "the badly named folder removed")
         _refresh(kube)
         deadline = time.monotonic() + TIMEOUT
         while time.monotonic() < deadline:
             try:
-                kube.get(f"{APPS}/dev-job-mnist-ddp")
+                kube.get(f"{APPS}/dev-job-smoke-ddp")
             except ApiError as exc:
                 assert exc.code == 404
                 break
             time.sleep(2)
         else:
-            pytest.fail(f"Argo CD did not delete dev-job-mnist-ddp within {TIMEOUT:g} s: {_error(kube)}")
+            pytest.fail(f"Argo CD did not delete dev-job-smoke-ddp within {TIMEOUT:g} s: {_error(kube)}")
