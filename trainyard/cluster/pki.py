@@ -89,7 +89,7 @@ class Pki:
         return self.folder / "sa.pub"
 
 
-def _write_pair(pki: Pki, name: str, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> None:
+def write_pair(pki: Pki, name: str, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> None:
     write_private(pki.key(name), _pem_key(key), 0o600)
     write_private(pki.cert(name), cert.public_bytes(serialization.Encoding.PEM), 0o644)
 
@@ -106,14 +106,14 @@ def create(folder: Path) -> Pki:
     write_private(pki.ca, ca[0].public_bytes(pem), 0o644)
     dns = ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"]
     loopback = [ipaddress.ip_address("127.0.0.1")]
-    _write_pair(pki, "apiserver", *certs.serving_certificate(ca, dns, loopback, DAYS))
+    write_pair(pki, "apiserver", *certs.serving_certificate(ca, dns, loopback, DAYS))
     for identity, (user, group) in CLIENTS.items():
-        _write_pair(pki, identity, *certs.client_certificate(ca, user, DAYS, organization=group))
+        write_pair(pki, identity, *certs.client_certificate(ca, user, DAYS, organization=group))
     etcd_ca = certs.new_ca(DAYS)
     write_private(pki.etcd_ca, etcd_ca[0].public_bytes(pem), 0o644)
     server = certs.serving_certificate(etcd_ca, ["localhost"], loopback, DAYS, also_client=True)
-    _write_pair(pki, ETCD_SERVER, *server)
-    _write_pair(pki, ETCD_CLIENT, *certs.client_certificate(etcd_ca, "kube-apiserver-etcd-client", DAYS))
+    write_pair(pki, ETCD_SERVER, *server)
+    write_pair(pki, ETCD_CLIENT, *certs.client_certificate(etcd_ca, "kube-apiserver-etcd-client", DAYS))
     # ES256 service-account tokens: kube-apiserver accepts an ECDSA signing key
     # (k8s.io/kubernetes@v1.36.5:pkg/serviceaccount/jwt.go signerFromECDSAPrivateKey).
     sa = ec.generate_private_key(ec.SECP256R1())

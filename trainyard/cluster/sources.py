@@ -22,7 +22,7 @@ One HTTPS listener on port 443 of a loopback address, one certificate for every 
 by a CA of the cluster's own. The repo-server reaches it in a mount namespace of its own, where
 ``/etc/hosts`` sends those names to that address (argocd_daemons.py). Every other URL, and every
 other method than GET and HEAD (and git's upload-pack POST), is refused with 404 or 405 naming it.
-Content is built on first request and kept in ``CACHE``.
+Content is built on first request and kept in the ``--cache`` folder.
 
 Run as ``python -m trainyard.cluster.sources --address A --cert C --key K --cache DIR``.
 """
@@ -52,11 +52,11 @@ from urllib.parse import urlsplit
 import yaml
 from cryptography.hazmat.primitives import serialization
 
+from trainyard.cluster import pki
 from trainyard.contract.files import write_private
 from trainyard.contract.images import DEFAULT_PORT
 from trainyard.repo.model import releases, upstream
 from webhook import certs
-from webhook.certs import _pem_key
 
 PORT = int(DEFAULT_PORT)  # HTTPS's port: the URLs name none
 MAX_BODY = 16 * 2**20  # an upload-pack request (the wants and haves of one fetch)
@@ -65,11 +65,7 @@ HELM_CONFIG = "application/vnd.cncf.helm.config.v1+json"
 HELM_CHART = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 SEGMENT = r"[A-Za-z0-9][A-Za-z0-9._-]*"
-
-
-def _git_slug(url: str) -> str | None:
-    m = re.fullmatch(rf"https://github\.com/({SEGMENT})/({SEGMENT}?)(?:\.git)?/?", url.strip())
-    return f"{m[1]}/{m[2]}" if m else None
+TLS = "tls"  # the serving pair's name in the endpoint's folder
 
 
 def hosts() -> list[str]:
@@ -90,6 +86,7 @@ class Sources:
         self.log = log
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
+        self._pushed: dict[str, tuple[dict[str, bytes], bytes]] = {}  # release key -> OCI blobs, manifest
 
     def _once(self, key: str, path: Path, make: Callable[[Path], None]) -> Path:
         """``path``, made by ``make`` the first time (under a lock per key, written aside then moved)."""
@@ -112,9 +109,7 @@ class Sources:
 
     def git_repository(self, slug: str) -> Path | None:
         """The bare repository ``OWNER/REPO.git``: one commit per pinned tag, tagged."""
-        tags = sorted(
-            (r for r in releases.RELEASES if _git_slug(r.git) == slug), key=lambda r: releases.version_key(r.git_tag)
-        )
+        tags = sorted(releases.of_repo(f"https://github.com/{slug}"), key=lambda r: releases.version_key(r.git_tag))
         if not tags:
             return None
 
@@ -162,12 +157,6 @@ class Sources:
 
     # --- charts ------------------------------------------------------------------------------
 
-    def _charts_of(self, repo: str) -> list[releases.Release]:
-        def norm(url: str) -> str:
-            return url.rstrip("/").removeprefix("oci://").lower()
-
-        return [r for r in releases.RELEASES if r.chart and norm(r.chart.repo) == norm(repo)]
-
     def chart_file(self, release: releases.Release) -> Path:
         chart = release.chart
         assert chart is not None
@@ -178,7 +167,7 @@ class Sources:
 
     def chart_index(self, repo: str) -> Path | None:
         """``index.yaml`` of chart repository ``repo`` (an https URL), by ``helm repo index``."""
-        found = self._charts_of(repo)
+        found = releases.of_chart_repo(repo)
         if not found:
             return None
         key = hashlib.sha256(repo.encode()).hexdigest()[:12]
@@ -186,14 +175,15 @@ class Sources:
         def make(folder: Path) -> None:
             folder.mkdir()
             for r in found:
-                shutil.copyfile(self.chart_file(r), folder / self.chart_file(r).name)
+                tgz = self.chart_file(r)
+                shutil.copyfile(tgz, folder / tgz.name)
             subprocess.run([upstream.helm_command(), "repo", "index", str(folder), "--url", repo.rstrip("/")],
                            check=True, capture_output=True)  # fmt: skip
 
         return self._once(f"index {repo}", self.cache / "index" / key, make) / "index.yaml"
 
     def chart_tgz(self, repo: str, file: str) -> Path | None:
-        for r in self._charts_of(repo):
+        for r in releases.of_chart_repo(repo):
             assert r.chart is not None
             if file == f"{r.chart.name}-{r.chart.version}.tgz":
                 return self.chart_file(r)
@@ -204,25 +194,37 @@ class Sources:
     def oci(self, host: str, name: str) -> tuple[releases.Release, dict[str, bytes], bytes] | None:
         """The chart pushed as ``host/name``: (release, blobs by digest, manifest)."""
         repo, _, chart_name = f"{host}/{name}".rpartition("/")
-        for r in self._charts_of(repo):
+        for r in releases.of_chart_repo(repo):
             assert r.chart is not None
             if r.chart.name == chart_name and "://" not in r.chart.repo:
-                layer = self.chart_file(r).read_bytes()
-                with tarfile.open(self.chart_file(r)) as tar:
-                    member = tar.extractfile(f"{r.chart.name}/Chart.yaml")
-                    meta = yaml.safe_load(member.read()) if member else {}
-                config = json.dumps(meta, sort_keys=True).encode()
-                blobs = {_digest(config): config, _digest(layer): layer}
-                manifest = json.dumps(
-                    {
-                        "schemaVersion": 2,
-                        "mediaType": OCI_MANIFEST,
-                        "config": {"mediaType": HELM_CONFIG, "digest": _digest(config), "size": len(config)},
-                        "layers": [{"mediaType": HELM_CHART, "digest": _digest(layer), "size": len(layer)}],
-                    }
-                ).encode()
-                return r, blobs, manifest
+                with self._guard:
+                    built = self._pushed.get(r.key)
+                if built is None:
+                    built = self._push(r)
+                    with self._guard:
+                        self._pushed[r.key] = built
+                return r, *built
         return None
+
+    def _push(self, r: releases.Release) -> tuple[dict[str, bytes], bytes]:
+        """The blobs and manifest ``helm push`` would write for release ``r``'s chart."""
+        assert r.chart is not None
+        tgz = self.chart_file(r)
+        layer = tgz.read_bytes()
+        with tarfile.open(tgz) as tar:
+            member = tar.extractfile(f"{r.chart.name}/Chart.yaml")
+            meta = yaml.safe_load(member.read()) if member else {}
+        config = json.dumps(meta, sort_keys=True).encode()
+        blobs = {_digest(config): config, _digest(layer): layer}
+        manifest = json.dumps(
+            {
+                "schemaVersion": 2,
+                "mediaType": OCI_MANIFEST,
+                "config": {"mediaType": HELM_CONFIG, "digest": _digest(config), "size": len(config)},
+                "layers": [{"mediaType": HELM_CHART, "digest": _digest(layer), "size": len(layer)}],
+            }
+        ).encode()
+        return blobs, manifest
 
 
 def _digest(data: bytes) -> str:
@@ -370,19 +372,19 @@ class Endpoint:
     """Where the sources listen and what a client needs to reach them under the hosts' names."""
 
     address: str
-    folder: Path
+    folder: Path  # a PKI folder (trainyard/cluster/pki.py layout): ca.crt, tls.crt, tls.key, and hosts
 
     @property
     def ca(self) -> Path:
-        return self.folder / "ca.crt"
+        return pki.Pki(self.folder).ca
 
     @property
     def cert(self) -> Path:
-        return self.folder / "tls.crt"
+        return pki.Pki(self.folder).cert(TLS)
 
     @property
     def key(self) -> Path:
-        return self.folder / "tls.key"
+        return pki.Pki(self.folder).key(TLS)
 
     @property
     def hosts_file(self) -> Path:
@@ -408,11 +410,8 @@ def prepare(folder: Path, days: int = 30) -> Endpoint:
     end = Endpoint(address, folder)
     ca = certs.new_ca(days)
     names = hosts()
-    cert, key = certs.serving_certificate(ca, names, [ipaddress.ip_address(address)], days)
-    pem = serialization.Encoding.PEM
-    write_private(end.ca, ca[0].public_bytes(pem), 0o644)
-    write_private(end.cert, cert.public_bytes(pem), 0o644)
-    write_private(end.key, _pem_key(key), 0o600)
+    write_private(end.ca, ca[0].public_bytes(serialization.Encoding.PEM), 0o644)
+    pki.write_pair(pki.Pki(folder), TLS, *certs.serving_certificate(ca, names, [ipaddress.ip_address(address)], days))
     lines = ["127.0.0.1 localhost", "::1 localhost", *(f"{address} {name}" for name in names)]
     end.hosts_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return end

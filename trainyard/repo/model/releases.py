@@ -557,6 +557,11 @@ def by_chart(repo: str, name: str, version: str) -> Release | None:
     return None
 
 
+def of_chart_repo(repo: str) -> list[Release]:
+    """Every release whose published chart is in chart repository ``repo`` (https or OCI)."""
+    return [r for r in RELEASES if r.chart and _normal_chart_repo(r.chart.repo) == _normal_chart_repo(repo)]
+
+
 def _normal_chart_repo(repo: str) -> str:
     return repo.strip().rstrip("/").removeprefix("oci://").lower()
 
