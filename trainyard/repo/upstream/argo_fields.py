@@ -73,6 +73,11 @@ def sync_options(spec: Mapping[Any, Any], where: str) -> list[str]:
     return list(options)
 
 
+# ResourceIgnoreDifferences' fields written with omitempty (argo-cd@v3.6.2:pkg/apis/application/
+# v1alpha1/types.go); kind is not
+OMITTED_WHEN_EMPTY = ("group", "name", "namespace", "jsonPointers", "jqPathExpressions", "managedFieldsManagers")
+
+
 def parse_ignore_differences(value: object, where: str) -> Iterator[Rule]:
     """``spec.ignoreDifferences`` as rules; a wrong shape is refused (kube-apiserver would refuse
     it against the Application CRD's schema)."""
@@ -83,6 +88,15 @@ def parse_ignore_differences(value: object, where: str) -> Iterator[Rule]:
     for i, item in enumerate(value):
         at = f"spec.ignoreDifferences[{i}]"
         entry = _mapping(item, f"{where}: {at}")
+        for key in OMITTED_WHEN_EMPTY:
+            if key in entry and entry[key] in ("", [], None):
+                raise FieldError(
+                    f"{where}: {at}.{key}: {entry[key]!r}: leave it out. Argo CD drops an empty {key} whenever it "
+                    "writes the Application (argo-cd@v3.6.2:pkg/apis/application/v1alpha1/types.go "
+                    f'ResourceIgnoreDifferences, json:"{key},omitempty"), so the Application that manages this '
+                    "one finds it different from git for ever and syncs it again and again"
+                    + (" (the core group is the default)" if key == "group" else "")
+                )
         strings = {}
         for key in ("group", "kind", "name", "namespace"):
             v = entry.get(key, "")

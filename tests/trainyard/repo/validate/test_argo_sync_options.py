@@ -5,6 +5,8 @@ emulating."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.trainyard.repo.conftest import edit, errors_of
 from trainyard.repo import validate
 from trainyard.repo.model import kustomize
@@ -67,11 +69,21 @@ def test_a_jq_expression_beyond_a_path_is_refused_by_name(repo_copy):
 
 
 def test_a_glob_in_an_ignore_rules_kind_is_refused_by_name(repo_copy):
-    edit(repo_copy, KUEUE, "      kind: Secret\n", "      kind: Sec*\n")
+    edit(repo_copy, KUEUE, "    - kind: Secret  #", "    - kind: Sec*  #")
     errors = errors_of(_report(repo_copy))
     assert any("spec.ignoreDifferences[2].kind 'Sec*': a glob pattern is not checked offline" in e for e in errors), (
         errors
     )
+
+
+@pytest.mark.parametrize("key", ["group", "jqPathExpressions", "managedFieldsManagers"])
+def test_an_empty_field_argo_cd_drops_on_write_is_refused(repo_copy, key):
+    """Found by Argo CD itself: an ignoreDifferences entry with `group: ""` is written back without
+    it whenever Argo CD updates the Application, so the root Application syncs it for ever."""
+    empty = '""' if key == "group" else "[]"
+    edit(repo_copy, KUEUE, "    - kind: Secret  #", f"    - {key}: {empty}\n      kind: Secret  #")
+    errors = errors_of(_report(repo_copy))
+    assert any(f"spec.ignoreDifferences[2].{key}: " in e and "leave it out" in e for e in errors), errors
 
 
 def test_argocd_cm_diff_settings_are_refused_by_name(repo_copy):
