@@ -177,20 +177,22 @@ class Daemon:
         return text[-chars:]
 
     def stop(self, timeout: float = 15.0) -> None:
-        """SIGTERM to its process group, SIGKILL after ``timeout`` seconds."""
+        """SIGTERM to its process group, SIGKILL after ``timeout`` seconds, until no process of the
+        group is left (a wrapper that dies at once may leave its child still shutting down)."""
+        if not self.alive():
+            return
         for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
-            if not self.alive():
-                return
             try:
                 os.killpg(self.pid, sig)
             except ProcessLookupError:
                 return
             deadline = time.monotonic() + wait
-            while self.alive() and time.monotonic() < deadline:
+            while _group_alive(self.pid) and time.monotonic() < deadline:
                 _reap(self.pid)
                 time.sleep(0.05)
-        if self.alive():
-            raise RuntimeError(f"{self.name} (pid {self.pid}) did not stop")
+            if not _group_alive(self.pid):
+                return
+        raise RuntimeError(f"{self.name} (pid {self.pid}) did not stop")
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -204,6 +206,18 @@ class Daemon:
             log=str(data["log"]),
             ports=tuple(int(p) for p in data.get("ports", ())),
         )
+
+
+def _group_alive(pgid: int) -> bool:
+    """A process of group ``pgid`` is left (its leader's zombie, once reaped, is not)."""
+    _reap(pgid)
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _reap(pid: int) -> None:
