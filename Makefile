@@ -54,9 +54,9 @@ tools: $(call STAMP,$(EXTRAS))
 kube: $(call STAMP,$(EXTRAS))
 	@$(BIN)/trainyard cluster build >/dev/null
 
-# what the demo runs: Kubernetes and the controllers (Argo CD is the cluster tier's, not the demo's)
+# what the demo runs: Kubernetes, the controllers and Argo CD (which syncs the job the demo pushes)
 kube-demo: $(call STAMP,$(EXTRAS))
-	@$(BIN)/trainyard cluster build kube controllers >/dev/null
+	@$(BIN)/trainyard cluster build kube controllers argocd >/dev/null
 
 # promtool for the alert rules' tests (tests/monitoring) and prometheus for the demo's scrapes:
 # Debian's prometheus package, installed when either is missing and this is a root shell with
@@ -122,7 +122,7 @@ ifeq ($(OFFLINE),1)
 demo: $(call STAMP,dev) tools
 	$(BIN)/trainyard demo --offline $(DEMO)
 else
-demo: $(call STAMP,dev) tools kube-demo promtool
+demo: $(call STAMP,dev) tools kube-demo promtool redis
 	$(BIN)/trainyard demo $(DEMO)
 endif
 

@@ -38,6 +38,11 @@ ALLOWED: dict[str | int, tuple[frozenset[str], str]] = {
         "two upstreams: Kubeflow Trainer's ContainerTrainerPort (emulated field by field) and the "
         "default --master-port of torchrun that launch falls back to; each follows its own",
     ),
+    443: (
+        frozenset({"trainyard/contract/images.py", "trainyard/cluster/services.py"}),
+        "two upstream defaults: the port containerd dials a registry at (HTTPS) and a webhook's "
+        "clientConfig.service.port when not given (admissionregistration/v1); each follows its own",
+    ),
 }
 
 

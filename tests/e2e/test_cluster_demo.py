@@ -1,5 +1,6 @@
-"""``make demo``: a TrainJob of the dev cluster through the real controllers, its worker killed after
-a committed checkpoint, to Complete; then nothing of it is left running."""
+"""``make demo``: a TrainJob of the dev cluster pushed to the cluster's repository, synced by Argo CD,
+run through the real controllers, its worker killed after a committed checkpoint, to Complete; then
+nothing of it is left running."""
 
 from __future__ import annotations
 
@@ -30,6 +31,15 @@ def test_the_demo_runs_a_trainjob_through_the_controllers_to_complete(tmp_path):
     # every controller of the chain, started from its release
     for name in ("kueue", "trainer-controller-manager", "jobset", "training-operator.v1"):
         assert re.search(rf"started .*{re.escape(name)} \(webhooks at https://127\.0\.0\.1:\d+\)", out), name
+    # Argo CD took the cluster over, then made and synced the pushed job's Application
+    assert re.search(r"Argo CD has taken over: \d+ Applications Synced", out), out[-4000:]
+    pushed = re.search(
+        r"pushed ([0-9a-f]{12}); the ApplicationSet trainyard-jobs makes Application dev-job-smoke-ddp", out
+    )
+    assert pushed, out[-4000:]
+    assert f"argocd: dev-job-smoke-ddp: sync Succeeded at {pushed.group(1)}" in out
+    assert re.search(r"argocd: dev-job-smoke-ddp: .*now Synced, health", out), out[-4000:]
+    assert "argocd: dev-job-smoke-ddp:   TrainJob ml-training/smoke-ddp: Synced" in out
     # Kueue admitted the TrainJob into a topology domain of the declared nodes
     assert re.search(r"api: Workload trainjob-smoke-ddp-\w+: Admitted into lab-gpu-\d, lab-gpu-\d", out), out
     # the webhook's fabric is in the pods kube-apiserver stores, and they ran with net1

@@ -9,8 +9,8 @@ protected mode on); GnuPG is off. The repo-server runs the kustomize and Helm th
 renders with (the pins of ``.venv/bin``) and Argo CD's git wrapper scripts from its module. The
 processes join the cluster's state, so ``trainyard cluster down`` stops them too.
 
-Argo CD's repo-server fetches every source by its URL. This repository is a copy on disk whose
-``base/repo/repo.env`` names it (:func:`git_repository`). The upstream sources (GitHub tags, files
+Argo CD's repo-server fetches every source by its URL. This repository is ``DIR/repo.git``, whose
+``base/repo/repo.env`` names it (gitrepo.py). The upstream sources (GitHub tags, files
 and release assets, chart repositories, OCI charts) are served under their own URLs from the
 pinned releases by :mod:`trainyard.cluster.sources`: the repo-server runs in a mount namespace of
 its own whose ``/etc/hosts`` sends those host names to the sources' loopback address, trusting only
@@ -19,11 +19,13 @@ the sources' CA (``SSL_CERT_FILE`` for Go: Argo CD, kustomize, Helm; ``GIT_SSL_C
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import shutil
 import ssl
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,11 +33,11 @@ from pathlib import Path
 import httpx
 
 from trainyard.cluster import components, controlplane, sources
+from trainyard.cluster.client import ApiError
 from trainyard.cluster.controlplane import Started
 from trainyard.cluster.processes import Daemon, free_port, spawn
 from trainyard.contract.errors import UserError
 from trainyard.repo.model import gomodules, kustomize, upstream
-from trainyard.repo.model.repository import REPO_ENV
 
 Progress = Callable[[str], None]
 NAMESPACE = "argocd"
@@ -52,22 +54,6 @@ class Running:
     repo_server: Daemon
     controller: Daemon
     applicationset: Daemon
-
-
-def git_repository(source: Path, into: Path) -> str:
-    """Commit ``source`` (a copy of this repository's folders) as branch ``main`` of a bare git
-    repository at ``into``, with ``base/repo/repo.env`` naming it: the file:// URL Argo CD reads."""
-    url = f"file://{into.resolve()}"
-    env_file = source / REPO_ENV
-    text = env_file.read_text(encoding="utf-8")
-    lines = [f"repoURL={url}" if line.startswith("repoURL=") else line for line in text.splitlines()]
-    env_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    git = ["git", "-c", "user.name=trainyard", "-c", "user.email=trainyard@localhost", "-c", "init.defaultBranch=main"]
-    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "the repository, as Argo CD reads it"]):
-        subprocess.run([*git, *args], cwd=source, check=True, capture_output=True)
-    shutil.rmtree(into, ignore_errors=True)
-    subprocess.run(["git", "clone", "-q", "--bare", str(source), str(into)], check=True, capture_output=True)
-    return url
 
 
 def _require(command: str, package: str) -> str:
@@ -267,3 +253,94 @@ def start(started: Started, *, progress: Progress = print) -> Running:
     )
     progress(f"Argo CD {version}: repo-server, application controller and ApplicationSet controller running")
     return Running(sources_daemon, r, repo, controller, appset)
+
+
+APPLICATIONS = f"/apis/argoproj.io/v1alpha1/namespaces/{NAMESPACE}/applications"
+
+
+def describe_sync(app: dict) -> list[str]:
+    """An Application's last sync as Argo CD reports it: phase, revision, each object, health."""
+    status = app.get("status") or {}
+    op = status.get("operationState") or {}
+    result = op.get("syncResult") or {}
+    health = (status.get("health") or {}).get("status", "Unknown")
+    sync = (status.get("sync") or {}).get("status", "Unknown")
+    lines = [f"sync {op.get('phase', 'none')} at {str(result.get('revision', ''))[:12]} "
+             f"({op.get('message', '').strip()}); now {sync}, health {health}"]  # fmt: skip
+    for r in result.get("resources") or []:
+        where = f"{r.get('namespace')}/" if r.get("namespace") else ""
+        lines.append(f"  {r.get('kind')} {where}{r.get('name')}: {r.get('status')} ({r.get('message', '').strip()})")
+    for c in status.get("conditions") or []:
+        lines.append(f"  {c.get('type')}: {c.get('message')}")
+    return lines
+
+
+def wait_synced(kube, name: str, revision: str, timeout: float) -> dict:
+    """Until Argo CD has synced Application ``name`` at ``revision`` and compared it Synced after;
+    a sync that failed, a source Argo CD cannot render since the call (its ComparisonError, which
+    names the file), or neither within ``timeout`` is refused with what Argo CD says."""
+    since = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    deadline = time.monotonic() + timeout
+    app: dict = {}
+    while time.monotonic() < deadline:
+        try:
+            app = kube.get(f"{APPLICATIONS}/{name}")
+        except ApiError as exc:
+            if exc.code != 404:
+                raise
+            app = {}
+        status = app.get("status") or {}
+        op = status.get("operationState") or {}
+        at = (op.get("syncResult") or {}).get("revision") or ((op.get("operation") or {}).get("sync") or {}).get(
+            "revision"
+        )
+        if at == revision and op.get("phase") in ("Succeeded", "Failed", "Error"):
+            if op["phase"] != "Succeeded":
+                raise UserError(f"Argo CD could not sync {name} at {revision[:12]}:\n" + "\n".join(describe_sync(app)))
+            sync = status.get("sync") or {}
+            if sync.get("status") == "Synced" and sync.get("revision") == revision:
+                return app  # compared again after the sync: what it applied is what git holds
+        for c in status.get("conditions") or []:
+            when = dt.datetime.fromisoformat(str(c.get("lastTransitionTime") or "1970-01-01T00:00:00Z"))
+            if c.get("type") == "ComparisonError" and when >= since:
+                raise UserError(f"Argo CD cannot render {name} at {revision[:12]}:\n" + "\n".join(describe_sync(app)))
+        time.sleep(0.5)
+    said = "\n".join(describe_sync(app)) if app else "the Application was not created"
+    raise UserError(f"Argo CD did not sync {name} at {revision[:12]} within {timeout:g} s:\n{said}")
+
+
+def wait_settled(kube, names: list[str], timeout: float, progress: Progress) -> None:
+    """Until Argo CD has compared every Application of ``names`` and carried the syncs its
+    automated policies start (the upstream releases' objects the local install leaves out) as far
+    as they go here: each Synced, no operation running but one that waits for the health of
+    objects whose pods do not run here (said by name). Refused, naming the Applications and what
+    Argo CD says of them, after ``timeout``."""
+    t0 = time.monotonic()
+    pending: dict[str, dict] = {}
+    while time.monotonic() - t0 < timeout:
+        live = {a["metadata"]["name"]: a for a in kube.get(APPLICATIONS)["items"]}
+        pending, waiting = {}, []
+        for name in names:
+            status = (live.get(name) or {}).get("status") or {}
+            op = status.get("operationState") or {}
+            if op.get("phase") == "Running" and str(op.get("message", "")).startswith(WAITING_FOR_HEALTH):
+                waiting.append(f"{name} ({op['message']})")
+            elif op.get("phase") == "Running" or not status.get("reconciledAt"):
+                pending[name] = live.get(name) or {}
+            elif (status.get("sync") or {}).get("status") != "Synced":
+                pending[name] = live[name]
+        if not pending:
+            progress(f"Argo CD has taken over: {len(names)} Applications Synced ({time.monotonic() - t0:.1f} s)")
+            for w in waiting:
+                progress(f"  its sync of {w}: their pods do not run here")
+            return
+        time.sleep(1)
+    said = "\n".join(
+        f"  {n}: " + "; ".join(describe_sync(a)) if a else f"  {n}: not created" for n, a in pending.items()
+    )
+    raise UserError(f"Argo CD did not settle within {timeout:g} s:\n{said}")
+
+
+# what an operation says while it waits for objects to be healthy (gitops-engine@v3.6.2:
+# pkg/sync/sync_context.go setRunningPhase: "waiting for %s %s/%s/%s", reason "healthy state of")
+WAITING_FOR_HEALTH = "waiting for healthy state of "

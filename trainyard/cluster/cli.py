@@ -35,7 +35,10 @@ def register(add_parser: AddParser) -> None:
         "rendered output as Argo CD would, installing and starting each upstream controller from its release "
         "when its wave comes (root needed: each runs in a mount namespace of its own), start `trainyard kubelet` "
         "(the sandbox as the kubelet of the declared nodes, so what is synced runs; root needed), write "
-        "DIR/kubeconfig and return once ready. The processes keep running until `trainyard cluster down --dir DIR`.",
+        "DIR/kubeconfig and return once ready. The repository is rendered from DIR/repo.git, a git repository "
+        "you clone, commit to and push to, and Argo CD itself (its application controller, repo-server and "
+        "ApplicationSet controller, with Redis) runs from then on: a push to main is what changes the cluster. "
+        "The processes keep running until `trainyard cluster down --dir DIR`.",
     )
     u.add_argument("--cluster", default="dev", help="cluster of clusters/ to run (default dev)")
     u.add_argument("--dir", required=True, type=Path, help="folder for the cluster's state, PKI, data and logs")
@@ -48,7 +51,14 @@ def register(add_parser: AddParser) -> None:
     u.add_argument(
         "--no-controllers",
         action="store_true",
-        help="do not run the upstream controllers (their CRDs are still installed; no root needed)",
+        help="do not run the upstream controllers (their CRDs are still installed); with --no-argocd and "
+        "--no-kubelet, no root is needed",
+    )
+    u.add_argument(
+        "--no-argocd",
+        action="store_true",
+        help="render the working tree and do not run Argo CD (no DIR/repo.git; nothing follows a push; Argo CD's "
+        "upstream sources listen on port 443, which needs root)",
     )
     u.add_argument(
         "--no-kubelet",
@@ -92,7 +102,15 @@ def _up(args: argparse.Namespace) -> int:
     from trainyard.repo.model.rendered_facts import TRAINING_NAMESPACE
     from trainyard.repo.model.repository import load
 
-    started = up(load(), args.cluster, args.dir, port=args.port, run_controllers=not args.no_controllers, progress=_say)
+    started = up(
+        load(),
+        args.cluster,
+        args.dir,
+        port=args.port,
+        run_controllers=not args.no_controllers,
+        argocd=not args.no_argocd,
+        progress=_say,
+    )
     folder = started.folder
     for note in started.state.notes:
         _say(note)
@@ -100,6 +118,10 @@ def _up(args: argparse.Namespace) -> int:
     _say(f"cluster {args.cluster} is up. To use it:")
     _say(f"  export KUBECONFIG={folder / 'kubeconfig'} PATH={folder / 'bin'}:$PATH")
     _say("  kubectl get applications -n argocd")
+    if started.served is not None:
+        _say(f"  git clone {started.served.url} && cd repo   # Argo CD syncs what you push to main")
+        _say(f"  trainyard new-job my-job --cluster {args.cluster} --nodes 2 --gpus 1 && git add -A && "
+             "git commit -m 'my job' && git push")  # fmt: skip
     if kubelet:
         _say(f"  kubectl get trainjobs,pytorchjobs,workloads,pods -n {TRAINING_NAMESPACE}   # the synced jobs, run")
     _say(f"Stop it with: trainyard cluster down --dir {args.dir}")
@@ -137,7 +159,10 @@ def _down(args: argparse.Namespace) -> int:
     from trainyard.cluster.controlplane import down
 
     stopped = down(args.dir)
-    _say(f"stopped: {', '.join(stopped) if stopped else 'nothing was running'}; logs kept in {args.dir / 'logs'}")
+    kept = f"logs kept in {args.dir / 'logs'}"
+    if (args.dir / "repo.git").is_dir():
+        kept += f", the repository with what was pushed to it in {args.dir / 'repo.git'}"
+    _say(f"stopped: {', '.join(stopped) if stopped else 'nothing was running'}; {kept}")
     return 0
 
 

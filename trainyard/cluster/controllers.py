@@ -25,17 +25,18 @@ What differs from a pod, and why:
 - All share the host's loopback, so the ports their configuration gives (health :8081, metrics
   :8443, webhook :9443, each the same in all four) are moved to free ones on 127.0.0.1 (the
   training operator's webhook port excepted: its address cannot be set).
-- No Service routes here (no kube-proxy, and kube-apiserver sends only ``default/kubernetes``
-  to loopback), so every webhook configuration and CRD conversion webhook of the release is
-  registered with ``clientConfig.url: https://127.0.0.1:PORT/PATH`` in place of its Service,
-  and said so in ``up``'s output.
+- The webhook configurations and CRD conversion webhooks stay as the release writes them, calling
+  their Service; the Service leads to the controller's webhook port through an EndpointSlice of
+  its own (services.py), as the EndpointSlice controller would lead it to the pod.
 - The webhook certificate: each release runs a certificate rotator (cert-controller@v0.16.0
   pkg/rotator) that keeps the Secret it finds if the CA verifies for the rotator's CA name, the
   serving certificate for ``<service>.<namespace>.svc``, both valid 90 days on, and the CA key is
   PKCS#1 RSA (rotator.go ValidCert, buildArtifactsFromSecret). The Secret is created with such a
-  pair, whose serving certificate also names 127.0.0.1; the rotator keeps it, mounts it and
-  injects its CA into the configurations, as in a cluster.
-- Kueue's VisibilityOnDemand API (an APIService) is turned off: nothing could route it, and an
+  pair, whose serving certificate also names 127.0.0.1 (for the readiness check); the rotator
+  keeps it, mounts it and injects its CA into the configurations, as in a cluster, and reports
+  ready only once it has (rotator.go ensureReady).
+- Kueue's VisibilityOnDemand API (an APIService) is turned off: serving it takes the aggregation
+  layer's front-proxy client certificates, which this control plane does not configure, and an
   unavailable APIService breaks discovery for every client.
 """
 
@@ -44,12 +45,11 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import ipaddress
-import json
 import os
 import shutil
 import ssl
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -59,7 +59,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from trainyard.cluster import components
+from trainyard.cluster import components, services
 from trainyard.cluster.client import Kube
 from trainyard.cluster.processes import CRASHLOOP_INITIAL_S, CRASHLOOP_MAX_S, Daemon, free_port, spawn
 from trainyard.contract.errors import UserError
@@ -249,6 +249,7 @@ class Running:
     ports: dict[str, int]
     webhook_url: str
     ca: bytes  # the CA of its webhook certificate
+    webhooks: list[tuple[str, str]] = field(default_factory=list)  # (kind, name) of its configurations
 
 
 def _b64(data: bytes) -> str:
@@ -267,15 +268,6 @@ def _container_env(container: dict, namespace: str, pod: str) -> dict[str, str]:
         else:
             raise ControllerError(f"env {e['name']}: a source a local controller cannot give ({e.get('valueFrom')})")
     return env
-
-
-def _rewrite_webhooks(doc: dict, url: str, ca: bytes) -> dict:
-    """Each webhook to ``url`` + its Service's path, trusting ``ca``."""
-    doc = yaml.safe_load(yaml.safe_dump(doc))
-    for hook in doc.get("webhooks") or []:
-        path = ((hook.get("clientConfig") or {}).get("service") or {}).get("path") or "/"
-        hook["clientConfig"] = {"url": url + path, "caBundle": _b64(ca)}
-    return doc
 
 
 def _token(kube: Kube, namespace: str, sa: str) -> str:
@@ -327,14 +319,15 @@ def start_install(
     *,
     progress: Progress = print,
 ) -> list[Running]:
-    """Apply ``install``'s objects, ``rendered`` (its Application's render; webhooks rewritten to
-    loopback), and start its controllers."""
+    """Apply ``install``'s objects, ``rendered`` (its Application's render), route its webhook
+    Services to the controllers (services.py), and start them."""
     if shutil.which("unshare") is None:
         raise ControllerError("the 'unshare' command (util-linux) is needed to run the upstream controllers")
     if os.geteuid() != 0:
         raise ControllerError(
             "the upstream controllers run in mount namespaces of their own, which needs root; run as root, "
-            "or `trainyard cluster up --no-controllers` for the control plane and admission alone"
+            "or `trainyard cluster up --no-controllers --no-argocd --no-kubelet` for the control plane and "
+            "admission alone"
         )
     work = folder / "controllers" / install.app
     docs = [d for d in rendered if d.get("kind") != "Namespace"]  # the sync made the destination
@@ -342,12 +335,10 @@ def start_install(
     bins = components.build("controllers", progress=progress)
     running: list[Running] = []
     certs: dict[str, dict[str, bytes]] = {}
-    urls: dict[str, str] = {}
     plans = []
     for c in install.controllers:
         ports = {name: free_port() for name in ("health", "metrics", "webhook", "status")}
         certs[c.secret] = rotator_secret_data(c.ca, f"{c.service}.{install.namespace}.svc")
-        urls[c.service] = f"https://127.0.0.1:{ports['webhook']}"
         plans.append((c, ports))
     present = {d["metadata"]["name"] for d in docs if d["kind"] == "Secret"}
     for c in install.controllers:
@@ -358,41 +349,28 @@ def start_install(
         kind, meta = doc["kind"], doc["metadata"]
         if kind in SKIPPED:
             continue
-        if kind == "Secret" and meta["name"] in certs:
-            doc = {**doc, "data": {k: _b64(v) for k, v in certs[meta["name"]].items()}}
-        if kind in WEBHOOK_KINDS:
-            service = ((doc.get("webhooks") or [{}])[0].get("clientConfig") or {}).get("service") or {}
-            owner = next(c for c in install.controllers if c.service == service.get("name"))
-            doc = _rewrite_webhooks(doc, urls[owner.service], certs[owner.secret]["ca.crt"])
         kube.apply(doc, manager="argocd-controller")
-    _conversion_webhooks(kube, install, urls, certs)
+    for c, _ in plans:
+        # the pair, written by the rotator's field manager (the binary's name, controller-runtime's
+        # default), so that Argo CD's apply of the Secret as rendered (no data) leaves it
+        secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": c.secret, "namespace": install.namespace},
+                  "data": {k: _b64(v) for k, v in certs[c.secret].items()}}  # fmt: skip
+        kube.apply(secret, manager=c.binary)
     for c, ports in plans:
-        running.append(_start(kube, install, c, ports, deployments, docs, work, bins, server, ca_file, certs))
+        said = services.route(kube, install.namespace, c.service, ports["webhook"])
+        progress(f"  {said}")
+        hooks = [
+            (d["kind"], d["metadata"]["name"]) for d in docs if d["kind"] in WEBHOOK_KINDS and c.service in _services(d)
+        ]
+        run = _start(kube, install, c, ports, deployments, docs, work, bins, server, ca_file, certs)
+        run.webhooks = hooks
+        running.append(run)
     return running
 
 
-def _conversion_webhooks(
-    kube: Kube, install: Install, urls: dict[str, str], certs: dict[str, dict[str, bytes]]
-) -> None:
-    """Point the conversion webhook of each CRD served by one of ``install``'s Services at loopback."""
-    secrets = {c.service: c.secret for c in install.controllers}
-    for crd in kube.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions")["items"]:
-        webhook = (crd["spec"].get("conversion") or {}).get("webhook") or {}
-        service = (webhook.get("clientConfig") or {}).get("service") or {}
-        if service.get("namespace") != install.namespace or service.get("name") not in urls:
-            continue
-        name = service["name"]
-        config = {
-            "url": urls[name] + (service.get("path") or "/"),
-            "service": None,  # a merge patch's null removes it
-            "caBundle": _b64(certs[secrets[name]]["ca.crt"]),
-        }
-        kube.request(
-            "PATCH",
-            f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}",
-            content=json.dumps({"spec": {"conversion": {"webhook": {"clientConfig": config}}}}),
-            headers={"Content-Type": "application/merge-patch+json"},
-        )
+def _services(doc: dict) -> set[str]:
+    """The Services a webhook configuration calls."""
+    return {((h.get("clientConfig") or {}).get("service") or {}).get("name", "") for h in doc.get("webhooks") or []}
 
 
 def _start(
@@ -456,8 +434,18 @@ def _start(
     return Running(c, daemon, ports, f"https://127.0.0.1:{ports['webhook']}", certs[c.secret]["ca.crt"])
 
 
-def wait_ready(running: Running, timeout: float = 60.0) -> None:
-    """Until the controller's /readyz answers and its webhook server completes a TLS handshake."""
+def _injected(kube: Kube, webhooks: list[tuple[str, str]]) -> bool:
+    """Every webhook of these configurations has a caBundle (the rotator's injection)."""
+    for kind, name in webhooks:
+        live = kube.get(f"/apis/admissionregistration.k8s.io/v1/{kind.lower()}s/{name}")
+        if not all((h.get("clientConfig") or {}).get("caBundle") for h in live.get("webhooks") or []):
+            return False
+    return True
+
+
+def wait_ready(running: Running, kube: Kube, timeout: float = 60.0) -> None:
+    """Until the controller's /readyz answers, its webhook server completes a TLS handshake and
+    its rotator has put its CA into every webhook configuration of its Service."""
     from trainyard.cluster.controlplane import wait_ready as wait_daemon
 
     health = f"http://127.0.0.1:{running.ports['health']}/readyz"
@@ -471,6 +459,7 @@ def wait_ready(running: Running, timeout: float = 60.0) -> None:
             return False
         with httpx.Client(verify=context, timeout=1) as client:
             client.get(running.webhook_url + "/")  # any answer: the handshake is what counts
-        return True
+        return _injected(kube, running.webhooks)
 
-    wait_daemon(running.daemon, ready, f"{running.controller.binary} ready and serving webhooks", timeout=timeout)
+    what = f"{running.controller.binary} ready, serving webhooks, its CA injected"
+    wait_daemon(running.daemon, ready, what, timeout=timeout)

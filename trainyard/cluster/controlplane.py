@@ -28,7 +28,7 @@ from pathlib import Path
 import httpx
 import yaml
 
-from trainyard.cluster import components, pki
+from trainyard.cluster import components, gitrepo, pki, services
 from trainyard.cluster.client import ApiError, Kube
 from trainyard.cluster.folder import check_folder, check_private_file, secure_folder
 from trainyard.cluster.processes import Daemon, free_port, listening, port_in_use, spawn, wait_for
@@ -216,6 +216,8 @@ def _start_etcd(kube: str, paths: Paths) -> Daemon:
 def _apiserver_argv(kube: str, paths: Paths, etcd: Daemon, port: int, version: str, extra: list[str]) -> list[str]:
     p = paths.pki
     return [
+        # its own /etc/hosts, where the EndpointSlices of locally served Services lead (services.py)
+        *services.own_hosts(services.write_hosts(paths.dir / "hosts")),
         kube,
         "kube-apiserver",
         f"--etcd-servers={etcd_url(etcd)}",
@@ -240,6 +242,8 @@ def _apiserver_argv(kube: str, paths: Paths, etcd: Daemon, port: int, version: s
         f"--service-cluster-ip-range={SERVICE_CIDR}",
         "--allow-privileged=true",
         f"--emulated-version=kube={version}",
+        # Services resolved to their EndpointSlices, not their cluster IPs (services.py)
+        "--enable-aggregator-routing=true",
         *extra,
     ]
 
@@ -324,10 +328,12 @@ def check_free(folder: Path, progress: Progress = print) -> None:
 def clear(folder: Path, keep_logs: bool = False) -> None:
     """Remove what ``up`` writes in ``folder`` (only that)."""
     paths = Paths(folder)
-    subs = [paths.etcd_data, paths.dir / "pki", paths.bin, paths.dir / "kubeconfigs", paths.dir / "webhook"]
+    subs = [paths.etcd_data, paths.dir / "pki", paths.bin, paths.dir / "kubeconfigs", paths.dir / "webhook",
+            paths.dir / "argocd"]  # fmt: skip
     for sub in subs + ([] if keep_logs else [paths.logs]):
         shutil.rmtree(sub, ignore_errors=True)
-    for f in (paths.kubeconfig, folder / STATE, folder / "admission.yaml", folder / "webhook-clients.kubeconfig"):
+    for f in (paths.kubeconfig, folder / STATE, folder / "admission.yaml", folder / "webhook-clients.kubeconfig",
+              folder / "hosts"):  # fmt: skip
         f.unlink(missing_ok=True)
 
 
@@ -338,6 +344,7 @@ class Started:
     folder: Path
     state: State
     paths: Paths
+    served: gitrepo.Served | None = None  # the repository Argo CD reads, where it runs
 
     def client(self) -> Kube:
         return Kube(self.state.server, self.paths.pki.client_context())
@@ -351,6 +358,7 @@ def start(
     port: int = 0,
     prepare: Callable[[Paths, State], list[str]] | None = None,
     wait_controllers: bool = True,
+    checked: bool = False,
     progress: Progress = print,
 ) -> Started:
     """etcd, kube-apiserver, kube-controller-manager and kube-scheduler; on any failure nothing is
@@ -358,9 +366,11 @@ def start(
 
     ``prepare`` runs once the PKI exists and returns more kube-apiserver flags (files it wrote);
     a process it starts goes into the state it is given, so that a failure stops it too. Without
-    ``wait_controllers`` kube-controller-manager and the scheduler are started, not waited for."""
+    ``wait_controllers`` kube-controller-manager and the scheduler are started, not waited for.
+    ``checked``: the caller ran :func:`check_free` (and may have written into DIR since)."""
     folder = secure_folder(folder)
-    check_free(folder, progress)
+    if not checked:
+        check_free(folder, progress)
     paths = Paths(folder)
     kube = components.command("kube-apiserver", progress=progress).rsplit("/", 1)[0] + "/kube"
     state = State(cluster=cluster, kubernetes=version, server="")

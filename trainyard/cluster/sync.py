@@ -29,6 +29,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import yaml
 
@@ -43,8 +44,15 @@ CRD = "CustomResourceDefinition"
 WEBHOOK_KINDS = frozenset({"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"})
 
 Progress = Callable[[str], None]
-# The trainyard MutatingWebhookConfiguration, rewritten to reach the local webhook; None: dry run
-Rewrite = Callable[[dict], tuple[dict, str] | None]
+
+
+class LocalWebhook(Protocol):
+    """A webhook served by a local process: its configuration is applied as rendered, then
+    ``serve`` routes its Service there and injects its CA, and says what it did."""
+
+    def answers(self, doc: dict) -> bool: ...
+
+    def serve(self, kube: Kube, doc: dict) -> str: ...
 
 
 @dataclass
@@ -227,7 +235,7 @@ class Syncer:
         resources: list[Resource],
         *,
         server_side: bool,
-        rewrite: Rewrite | None = None,
+        local: LocalWebhook | None = None,
         app: applications.Application | None = None,
     ) -> tuple[int, int]:
         """Apply ``resources`` in order; ``server_side``: the Application's ServerSideApply=true.
@@ -239,20 +247,15 @@ class Syncer:
                 continue
             if app is not None:
                 r = Resource(doc=tracked(r.doc, app), origin=r.origin, source=r.source, app=r.app, extra=r.extra)
-            dry_run = False
-            if r.kind in WEBHOOK_KINDS:
-                rewritten = rewrite(r.doc) if rewrite else None
-                if rewritten is None:
-                    dry_run = True  # nothing here would answer it
-                else:
-                    doc, said = rewritten
-                    r = Resource(doc=doc, origin=r.origin, source=r.source, app=r.app, extra=r.extra)
-                    self.progress(f"  {said}")
+            served = r.kind in WEBHOOK_KINDS and local is not None and local.answers(r.doc)
+            dry_run = r.kind in WEBHOOK_KINDS and not served  # nothing here would answer it
             if self.one(r, server_side=server_side, dry_run=dry_run):
                 if dry_run:
                     dry += 1
                 else:
                     applied += 1
+                if served:
+                    self.progress(f"  {local.serve(self.kube, r.doc)}")  # type: ignore[union-attr]
         return applied, dry
 
 
@@ -282,7 +285,7 @@ def sync(
     render: applications.ClusterRender,
     *,
     bootstrap_crds: list[dict],
-    rewrite: Rewrite | None = None,
+    local: LocalWebhook | None = None,
     upstream_app: Callable[[str], str | None] | None = None,
     before_jobs: Callable[[], None] | None = None,
     progress: Progress = print,
@@ -306,12 +309,12 @@ def sync(
     s.crds(bootstrap_crds + [doc for docs in upstream.values() for doc in docs])
     # the root Application manages the bootstrap's objects: tracked as its first sync leaves them
     root = next((ar.app for ar in render.apps if ar.self_reference), None)
-    applied, _ = s.objects(render.root, server_side=False, rewrite=rewrite, app=root)
+    applied, _ = s.objects(render.root, server_side=False, local=local, app=root)
     progress(f"bootstrap (kubectl apply -k clusters/{render.cluster}): {applied} objects applied")
     steps = [step for step in syncorder.cluster_steps(render) if step.apps]
     for i, step in enumerate(steps):
         for ar in step.apps:
-            before_jobs = _sync_app(s, ar, upstream, rewrite, upstream_app, before_jobs, progress)
+            before_jobs = _sync_app(s, ar, upstream, local, upstream_app, before_jobs, progress)
         if i + 1 < len(steps):
             # Argo CD waits here for the step's Applications to be Healthy; nothing writes their health here
             progress(f"step {step.phase} wave {step.wave}: applied; the next step starts without waiting for health")
@@ -322,7 +325,7 @@ def _sync_app(
     s: Syncer,
     ar: applications.AppRender,
     upstream: dict[str, list[dict]],
-    rewrite: Rewrite | None,
+    local: LocalWebhook | None,
     upstream_app: Callable[[str], str | None] | None,
     before_jobs: Callable[[], None] | None,
     progress: Progress,
@@ -348,7 +351,7 @@ def _sync_app(
     if namespace and "CreateNamespace=true" in options:
         s.namespace(namespace)
     server_side = "ServerSideApply=true" in options
-    applied, dry = s.objects(ar.resources, server_side=server_side, rewrite=rewrite, app=ar.app)
+    applied, dry = s.objects(ar.resources, server_side=server_side, local=local, app=ar.app)
     how = "server-side" if server_side else "client-side"  # the Application's; an object may say otherwise
     extra = f", {dry} dry-run only" if dry else ""
     progress(f"{head}: {applied} objects applied ({how}){extra}")

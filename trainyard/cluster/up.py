@@ -7,29 +7,35 @@
    it runs by policy, its MutatingAdmissionPolicies are part of the render;
 4. sync the render into the API server (sync.py): every object applied, or dry-run where nothing
    here would answer it; a refusal stops ``up`` with kube-apiserver's message at the file and
-   line that caused it, and nothing is left running.
+   line that caused it, and nothing is left running;
+5. with ``argocd``: the repository is first committed to ``DIR/repo.git`` (gitrepo.py) and
+   rendered from there, and once synced, Argo CD itself (argocd_daemons.py) takes the cluster over
+   from that repository: a push to it is what changes the cluster from then on.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from trainyard.cluster import controllers, controlplane, crds, sync
+from trainyard.cluster import argocd_daemons, controllers, controlplane, crds, gitrepo, sync
 from trainyard.cluster.client import ApiError, Kube
 from trainyard.cluster.controlplane import ClusterError, Started
+from trainyard.cluster.folder import secure_folder
 from trainyard.cluster.processes import free_port
 from trainyard.cluster.webhook import LocalFabricWebhook, admission_config, runs_webhook
 from trainyard.contract.errors import UserError
 from trainyard.contract.names import INJECTION_NAMESPACE_LABEL
 from trainyard.contract.names import NETWORKS_ANNOTATION as NETWORKS
-from trainyard.repo.model import declared
+from trainyard.repo.model import declared, repository
 from trainyard.repo.model.rendered import tree_copy
 from trainyard.repo.model.repository import Repository
 from trainyard.repo.upstream import app_render, applications
 
 Progress = Callable[[str], None]
+ARGOCD_SETTLE_S = 240.0  # Argo CD's first pass over every Application takes about a minute on 2 cores
 
 
 def render_for(repo: Repository, cluster: str) -> applications.ClusterRender:
@@ -96,9 +102,24 @@ def up(
     *,
     port: int = 0,
     run_controllers: bool = True,
+    argocd: bool = False,
+    leave_out: tuple[str, ...] = (),
     progress: Progress = print,
 ) -> Started:
+    """``leave_out``: paths of the repository (job folders) not committed to ``DIR/repo.git``."""
     t0 = time.monotonic()
+    served = None
+    if argocd:
+        if os.geteuid() != 0:  # found now, not after the sync
+            raise UserError(
+                "Argo CD's upstream sources listen on port 443 and its repo-server reaches them from a mount "
+                "namespace of its own: run as root, or `trainyard cluster up --no-argocd`"
+            )
+        folder = secure_folder(folder)
+        controlplane.check_free(folder, progress)
+        served = gitrepo.serve(repo.root, folder, leave_out)
+        repo = repository.load(served.checkout)
+        progress(f"the repository Argo CD reads: {served.url} (branch {gitrepo.BRANCH}; clone it, commit, push)")
     facts = declared.load(repo, cluster)
     render = render_for(repo, cluster)
     folder = folder.resolve()
@@ -110,7 +131,7 @@ def up(
         def prepare(paths: controlplane.Paths, state: controlplane.State) -> list[str]:
             # started first: its Python loads while etcd and kube-apiserver start
             state.daemons.append(hook.spawn())
-            return [f"--admission-control-config-file={admission_config(folder, hook.port, paths.pki)}"]
+            return [f"--admission-control-config-file={admission_config(folder, paths.pki)}"]
 
     # kube-controller-manager is not waited for: the canary pod below needs what it makes
     started = controlplane.start(
@@ -120,6 +141,7 @@ def up(
         port=port,
         prepare=prepare,
         wait_controllers=False,
+        checked=argocd,
         progress=progress,
     )
     state = started.state
@@ -142,7 +164,7 @@ def up(
                 state.daemons.extend(r.daemon for r in ran)
                 state.save(folder)
                 for r in ran:
-                    controllers.wait_ready(r)
+                    controllers.wait_ready(r, kube)
                 names = ", ".join(f"{r.controller.binary} (webhooks at {r.webhook_url})" for r in ran)
                 return f"started {names} in {time.monotonic() - t1:.1f} s"
 
@@ -157,7 +179,7 @@ def up(
                 repo.root,
                 render,
                 bootstrap_crds=crds.before_bootstrap(facts, progress=progress),
-                rewrite=hook.rewrite if hook else None,
+                local=hook,
                 upstream_app=upstream_app,
                 before_jobs=admission_live,
                 progress=progress,
@@ -169,6 +191,12 @@ def up(
             raise ClusterError(
                 f"kube-apiserver refused {len(report.refusals)} object(s) of cluster {cluster}:\n{listed}"
             )
+        if served is not None:
+            argocd_daemons.start(started, progress=progress)
+            with started.client() as kube:
+                argocd_daemons.wait_settled(kube, [ar.name for ar in render.apps], ARGOCD_SETTLE_S, progress)
+            gitrepo.install_push_hook(served, started.paths.bin / "kubectl", started.paths.kubeconfig)
+            started.served = served
     except BaseException:
         controlplane.stop(state)
         state.daemons.clear()

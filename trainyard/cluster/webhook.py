@@ -3,23 +3,26 @@
 In a cluster the webhook is the Deployment ``trainyard-webhook`` behind a Service, and
 kube-apiserver reaches it through ``clientConfig.service``. Here it is ``trainyard serve`` with the
 arguments of that rendered Deployment (its profile, the policy files of its ConfigMap), on
-127.0.0.1 with a certificate for that address; the rendered MutatingWebhookConfiguration is
-applied with its service reference replaced by the loopback URL and the local CA, and the
-rewrite is said in ``up``'s output. kube-apiserver presents a client certificate (from the
-cluster's CA) named for the webhook's host in its AdmissionConfiguration (the webhook
-admission plugin's ``kubeConfigFile``), and the webhook refuses any client without one.
+127.0.0.1 with a certificate for its Service's name, as cert-manager issues it in a cluster
+(base/webhook/certificates.yaml). The rendered MutatingWebhookConfiguration is applied as it is;
+its Service leads to the process through an EndpointSlice (services.py), and its caBundle is the
+local CA, put there as cert-manager's cainjector would (nothing runs cert-manager here), by a
+field manager of its own so that Argo CD's diff does not count it. kube-apiserver presents a
+client certificate (from the cluster's CA) named for the Service in its AdmissionConfiguration
+(the webhook admission plugin's ``kubeConfigFile``), and the webhook refuses any client without one.
 """
 
 from __future__ import annotations
 
 import base64
-import copy
 import sys
 from pathlib import Path
 
 import httpx
 import yaml
 
+from trainyard.cluster import services
+from trainyard.cluster.client import Kube
 from trainyard.cluster.controlplane import wait_ready
 from trainyard.cluster.pki import Pki
 from trainyard.cluster.processes import Daemon, free_port, spawn
@@ -28,9 +31,11 @@ from trainyard.contract.files import write_private
 from trainyard.repo.model.rendered import Resource
 from trainyard.repo.upstream.applications import ClusterRender
 from webhook import certs
+from webhook.defaults import SERVICE_DNS_NAME
 
 NAME_LABEL = "app.kubernetes.io/name"
 WEBHOOK_NAME = "trainyard-webhook"
+CA_INJECTOR = "trainyard-local-cainjector"  # the field manager that plays cert-manager's cainjector
 CLIENT_IDENTITY = "kube-apiserver-webhook-client"
 
 
@@ -50,11 +55,11 @@ def _container_env(deployment: dict, name: str) -> str | None:
     return None
 
 
-def admission_config(folder: Path, port: int, p: Pki) -> Path:
+def admission_config(folder: Path, p: Pki) -> Path:
     """kube-apiserver's AdmissionConfiguration: the webhook plugins present the client certificate
-    to ``127.0.0.1:port`` (k8s.io/apiserver@v0.36.5:pkg/admission/plugin/webhook/config/apis/
-    webhookadmission/v1 WebhookAdmission; users are matched by host:port,
-    pkg/util/webhook/authentication.go)."""
+    to the webhook's Service (k8s.io/apiserver@v0.36.5:pkg/admission/plugin/webhook/config/apis/
+    webhookadmission/v1 WebhookAdmission; a Service's user is named ``<name>.<namespace>.svc:<port>``,
+    pkg/util/webhook/authentication.go ClientConfigForService)."""
     clients = folder / "webhook-clients.kubeconfig"
     write_private(
         clients,
@@ -64,7 +69,7 @@ def admission_config(folder: Path, port: int, p: Pki) -> Path:
                 "kind": "Config",
                 "users": [
                     {
-                        "name": f"127.0.0.1:{port}",
+                        "name": f"{SERVICE_DNS_NAME}:{services.WEBHOOK_PORT}",
                         "user": {
                             "client-certificate": str(p.cert(CLIENT_IDENTITY)),
                             "client-key": str(p.key(CLIENT_IDENTITY)),
@@ -99,14 +104,14 @@ def admission_config(folder: Path, port: int, p: Pki) -> Path:
 
 
 class LocalFabricWebhook:
-    """Runs the rendered webhook of a cluster on ``port`` and rewrites its registration."""
+    """Runs the rendered webhook of a cluster on ``port`` and routes its registration there."""
 
     def __init__(self, render: ClusterRender, folder: Path, port: int, client_ca: Path | None) -> None:
         self.render = render
         self.folder = folder / "webhook"
         self.port = port
         self.client_ca = client_ca
-        self.url = f"https://127.0.0.1:{port}/mutate"
+        self.url = f"https://127.0.0.1:{port}"
         deployment = _find(render, "Deployment", WEBHOOK_NAME)
         if deployment is None:
             raise UserError(f"cluster {render.cluster} renders no Deployment {WEBHOOK_NAME}")
@@ -120,7 +125,7 @@ class LocalFabricWebhook:
     def spawn(self) -> Daemon:
         """Start the server (it loads in the background while the control plane starts)."""
         tls = self.folder / "tls"
-        certs.generate(tls, dns=["localhost"], ips=["127.0.0.1"])
+        certs.generate(tls, dns=[SERVICE_DNS_NAME], ips=[])
         policies = self.folder / "policies"
         policies.mkdir(parents=True, exist_ok=True)
         configmap = _find(self.render, "ConfigMap", self.policies_configmap)
@@ -131,7 +136,7 @@ class LocalFabricWebhook:
         probes = free_port()
         argv = [sys.executable, "-m", "trainyard.cli", "serve", "--policies", str(policies),
                 "--profile", self.profile, "--tls-dir", str(tls), "--host", "127.0.0.1",
-                "--port", str(self.port), "--probe-port", str(probes), "--tls-server-name", "localhost"]  # fmt: skip
+                "--port", str(self.port), "--probe-port", str(probes)]  # fmt: skip
         if self.client_ca:
             argv += ["--client-ca", str(self.client_ca)]
         self.probes = probes
@@ -141,22 +146,32 @@ class LocalFabricWebhook:
         probe = f"http://127.0.0.1:{self.probes}/readyz"
         wait_ready(daemon, lambda: httpx.get(probe, timeout=1).status_code == 200, "the webhook's /readyz")
 
-    def rewrite(self, doc: dict) -> tuple[dict, str] | None:
-        """The trainyard MutatingWebhookConfiguration pointed at the local server; None for any other."""
+    def answers(self, doc: dict) -> bool:
+        """``doc`` is the trainyard MutatingWebhookConfiguration, which this process answers."""
         labels = (doc.get("metadata") or {}).get("labels") or {}
-        if doc.get("kind") != "MutatingWebhookConfiguration" or labels.get(NAME_LABEL) != WEBHOOK_NAME:
-            return None
-        out = copy.deepcopy(doc)
-        ca = base64.b64encode((self.folder / "tls" / "ca.crt").read_bytes()).decode()
+        return doc.get("kind") == "MutatingWebhookConfiguration" and labels.get(NAME_LABEL) == WEBHOOK_NAME
+
+    def serve(self, kube: Kube, doc: dict) -> str:
+        """Once ``doc`` is applied: its Service routed to this process, its CA injected."""
         said = []
-        for hook in out.get("webhooks") or []:
-            config = hook.setdefault("clientConfig", {})
-            service = config.pop("service", None) or {}
-            config["url"] = self.url
-            config["caBundle"] = ca
-            # cert-manager's CA injector would fill caBundle in a cluster; nothing runs it here
-            (out["metadata"].get("annotations") or {}).pop("cert-manager.io/inject-ca-from", None)
-            ns, name = service.get("namespace"), service.get("name")
-            was = f"service {ns}/{name}:{service.get('port', 443)}{service.get('path', '')}"
-            said.append(f"{hook.get('name')}: {was} -> {self.url} (caBundle: the local webhook CA)")
-        return out, f"MutatingWebhookConfiguration {doc['metadata']['name']} rewritten: " + "; ".join(said)
+        ca = base64.b64encode((self.folder / "tls" / "ca.crt").read_bytes()).decode()
+        routed = set()
+        for hook in doc.get("webhooks") or []:
+            service = (hook.get("clientConfig") or {}).get("service") or {}
+            key = (
+                service.get("namespace", ""),
+                service.get("name", ""),
+                int(service.get("port", services.WEBHOOK_PORT)),
+            )
+            if key not in routed:
+                said.append(services.route(kube, key[0], key[1], self.port, key[2]))
+                routed.add(key)
+        injected = {
+            "apiVersion": doc["apiVersion"],
+            "kind": doc["kind"],
+            "metadata": {"name": doc["metadata"]["name"]},
+            "webhooks": [{"name": h["name"], "clientConfig": {"caBundle": ca}} for h in doc.get("webhooks") or []],
+        }
+        kube.apply(injected, manager=CA_INJECTOR)
+        said.append(f"{doc['kind']} {doc['metadata']['name']}: caBundle the local webhook CA (as {CA_INJECTOR})")
+        return "; ".join(said)

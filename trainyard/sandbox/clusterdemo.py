@@ -4,19 +4,21 @@
    previews the pods the job should get.
 2. control plane: ``trainyard cluster up``: etcd, kube-apiserver, kube-controller-manager,
    kube-scheduler, the fabric webhook (or admission policies), and Kueue, JobSet, Kubeflow
-   Trainer and the v1 training operator from their releases; the repository synced into it as
-   Argo CD syncs, the job's Application with the rest.
+   Trainer and the v1 training operator from their releases; the repository, less the demo's job
+   folder, committed to ``DIR/repo.git`` and synced into it, then Argo CD itself started on it.
 3. nodes: the sandbox registers the nodes the cluster's facts declare and becomes their kubelet
    (trainyard.sandbox.kubelet); the claims get volumes.
-4. the control plane at work: Kueue admits the TrainJob into a topology domain, Trainer builds the
+4. git push: the job folder is committed and pushed; Argo CD's ApplicationSet controller creates
+   the job's Application and its application controller syncs it, shown as Argo CD reports it.
+5. the control plane at work: Kueue admits the TrainJob into a topology domain, Trainer builds the
    JobSet, the Job controller creates the pods, kube-apiserver calls the webhook, Kueue lifts its
    topology gate, the scheduler binds them, the kubelet runs them. Each change is shown as the
    API server holds it, with the repository's Argo CD health check (its Lua, from the synced
    argocd-cm) of the TrainJob, JobSet, Workload and the v1 jobs.
-5. training: a committed checkpoint, then the container of a worker pod is killed (exit 137);
+6. training: a committed checkpoint, then the container of a worker pod is killed (exit 137);
    the kubelet restarts it as its restartPolicy says, the restart count reaches the API, the
    trainer resumes from the committed step.
-6. the TrainJob ends Complete (and the cluster's other jobs, a v1 PyTorchJob in dev, end too);
+7. the TrainJob ends Complete (and the cluster's other jobs, a v1 PyTorchJob in dev, end too);
    everything is stopped and removed.
 
 All along, a real Prometheus (trainyard.sandbox.monitoring) scrapes the trainer pods as the
@@ -32,6 +34,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -40,7 +43,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainyard.cluster import controlplane, up
+from trainyard.cluster import argocd_daemons, controlplane, gitrepo, up
 from trainyard.cluster.client import ApiError, Kube
 from trainyard.cluster.controllers import INSTALLS, RESTARTING
 from trainyard.cluster.processes import Daemon
@@ -57,7 +60,7 @@ from trainyard.sandbox.localpods import LocalCluster, LocalPod, isolation_availa
 from trainyard.sandbox.monitoring import DemoMonitoring, JobMetrics, job_metrics, plot
 from trainyard.sandbox.processes import descendants
 
-STEPS = 6
+STEPS = 7
 CONTROLLERS = {c.binary for i in INSTALLS for c in i.controllers}
 JOB_KINDS = (
     ("trainer.kubeflow.org/v1alpha1", "TrainJob", "trainjobs"),
@@ -264,7 +267,9 @@ def run(args: argparse.Namespace) -> Outcome:
         folder = work / "cluster"
         say(f"[2/{STEPS}] control plane: trainyard cluster up --cluster {cluster_name} (Kubernetes "
             f"{facts.spec.kubernetes_version}, the controllers of the pinned releases)")  # fmt: skip
-        started = up.up(repo, cluster_name, folder, progress=lambda line: say(f"      {line}"))
+        job_folder = _job_folder(render, job)
+        started = up.up(repo, cluster_name, folder, argocd=True, leave_out=(job_folder,),
+                        progress=lambda line: say(f"      {line}"))  # fmt: skip
         stack.callback(lambda: controlplane.down(folder))
         kube = stack.enter_context(started.client())
         cm = kube.get("/api/v1/namespaces/argocd/configmaps/argocd-cm").get("data") or {}
@@ -278,9 +283,11 @@ def run(args: argparse.Namespace) -> Outcome:
         stack.callback(monitoring.close)
         kubelet.start()
         deadline = time.monotonic() + args.timeout  # the job's time; a first build is not counted
+        say(f"[4/{STEPS}] git push: {job_folder} committed to {started.served.url}")  # type: ignore[union-attr]
+        _push_job(kube, started.served, render, job_folder)  # type: ignore[arg-type]
         namespace = _job_namespace(render, job)
         watcher = Watcher(kube, namespace, cm)
-        say(f"[4/{STEPS}] the control plane at work on {namespace}/{job} (what kube-apiserver holds, as it changes)")
+        say(f"[5/{STEPS}] the control plane at work on {namespace}/{job} (what kube-apiserver holds, as it changes)")
         began = time.time()
         _follow(kubelet, watcher, kube, namespace, job, outcome, args, deadline, started.state.daemons, monitoring)
         outcome.metrics = job_metrics(monitoring.prometheus, job, cluster_name, began, time.time())
@@ -332,6 +339,29 @@ def _monitoring(cluster: LocalCluster, render, folder: Path, daemons: list[Daemo
     if monitoring.not_scraped:
         say(f"      not scraped here: {', '.join(monitoring.not_scraped)} (no endpoint of that Service runs locally)")
     return monitoring
+
+
+ARGOCD_SYNC_TIMEOUT = 120.0
+
+
+def _job_folder(render, job: str) -> str:
+    """The job folder (relative to the repository) whose Application holds ``job``."""
+    for ar in render.apps:
+        if ar.app.generated_by and any(r.name == job and is_job(r.doc) for r in ar.resources):
+            return str(ar.app.source.get("path", ""))
+    raise UserError(f"no job folder of cluster {render.cluster} holds a job {job!r}")
+
+
+def _push_job(kube: Kube, served: gitrepo.Served, render, job_folder: str) -> None:
+    """Commit the job folder to the cluster's repository and push it; follow Argo CD creating and
+    syncing its Application, as Argo CD reports it."""
+    shutil.copytree(ROOT / job_folder, served.checkout / job_folder)
+    revision = gitrepo.commit_and_push(served, f"{Path(job_folder).name}: a training job")
+    app = next(ar.app for ar in render.apps if ar.app.generated_by and ar.app.source.get("path") == job_folder)
+    say(f"      pushed {revision[:12]}; the ApplicationSet {app.generated_by} makes Application {app.name}")
+    synced = argocd_daemons.wait_synced(kube, app.name, revision, ARGOCD_SYNC_TIMEOUT)
+    for line in argocd_daemons.describe_sync(synced):
+        say(f"      argocd: {app.name}: {line}")
 
 
 def _job_namespace(render, job: str) -> str:
@@ -391,7 +421,7 @@ def _follow(kubelet: Kubelet, watcher: Watcher, kube: Kube, namespace: str, job:
             for record in log.read():
                 if isinstance(record, reports.Start) and not training_said:
                     training_said = True
-                    say(f"[5/{STEPS}] training: world size {record.world_size}, {record.backend}; {max_steps} steps")
+                    say(f"[6/{STEPS}] training: world size {record.world_size}, {record.backend}; {max_steps} steps")
                     for p in ours:
                         if p.processes and all(proc.poll() is None for proc in p.processes.values()):
                             for line in preflight_in(kubelet.cluster, p):

@@ -30,6 +30,7 @@ from trainyard.repo.jobs.preview import cluster_job_pods
 from trainyard.repo.model import repository
 from trainyard.repo.upstream.applications import ClusterRender
 from webhook import engine
+from webhook.defaults import SERVICE_DNS_NAME
 from webhook.policy import PolicySet, load_policies
 
 pytestmark = pytest.mark.cluster
@@ -552,7 +553,8 @@ def test_only_kube_apiserver_may_call_the_webhook(clusters, dev):
         try:
             with (
                 socket.create_connection(("127.0.0.1", hook.ports[0]), timeout=10) as raw,
-                context.wrap_socket(raw, server_hostname="localhost") as tls,
+                # its certificate names its Service, which kube-apiserver calls it by
+                context.wrap_socket(raw, server_hostname=SERVICE_DNS_NAME) as tls,
             ):
                 tls.sendall(request)  # TLS 1.3: the server's refusal arrives on the first read
                 return tls.recv(64)

@@ -9,28 +9,26 @@ ApplicationSet controller generates must be the emulation's, field for field.
 
 Upstream sources (GitHub tags and files, chart repositories, OCI charts) reach Argo CD's
 repo-server under their own URLs from the pinned releases (trainyard/cluster/sources.py). The
-emulation applies only an upstream release's CRDs and namespace (and starts some controllers with
-their webhooks pointed at loopback), so for those Applications Argo CD judges the render, not the
-sync: the objects it renders are the offline render's, and every object Argo CD then applies
-itself holds every field the offline render gives it.
+emulation applies only an upstream release's CRDs and namespace (and starts some controllers,
+their webhooks reached through their Services), so for those Applications Argo CD judges the
+render, then syncs them itself: the objects it renders are the offline render's, and every object
+Argo CD applies itself holds every field the offline render gives it.
 """
 
 from __future__ import annotations
 
-import json
-import re
 import shutil
 import subprocess
+import sys
 import time
 
 import pytest
 
 from tests.trainyard.cluster.conftest import REPO_ROOT
-from tests.trainyard.repo.conftest import COPIED
-from trainyard.cluster import argocd_daemons as argocd_itself
-from trainyard.cluster import controlplane
+from trainyard.cluster import argocd_daemons, controlplane, gitrepo
 from trainyard.cluster.client import ApiError
 from trainyard.cluster.up import render_for, up
+from trainyard.contract.errors import UserError
 from trainyard.repo.model import repository
 from trainyard.repo.model.rendered import CLUSTER_SCOPED
 from trainyard.repo.upstream import health
@@ -42,10 +40,7 @@ CLUSTER = "dev"  # the tests that change the repository or read its job names
 # prod-ib (MutatingAdmissionPolicies, the RDMA device plugin)
 CLUSTERS = ("dev", "prod-ib")
 TIMEOUT = 240.0
-# What the local control plane changes on purpose: the fabric webhook's configuration points at the
-# webhook process on loopback instead of its Service (trainyard/cluster/webhook.py)
 APPS = "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications"
-REWRITTEN = {("admissionregistration.k8s.io", "MutatingWebhookConfiguration", "", "trainyard-fabric")}
 
 
 def _tracked(resource: dict) -> tuple[str, str, str, str]:
@@ -56,14 +51,10 @@ def _tracked(resource: dict) -> tuple[str, str, str, str]:
 def synced(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     cluster = request.param
     base = tmp_path_factory.mktemp("argocd-itself")
-    source = base / "repository"
-    for name in COPIED:
-        shutil.copytree(REPO_ROOT / name, source / name)
-    argocd_itself.git_repository(source, base / "repository.git")
-    repo = repository.load(source)
-    started = up(repo, cluster, base / "cluster", progress=lambda _: None)
+    started = up(repository.load(REPO_ROOT), cluster, base / "cluster", argocd=True, progress=lambda _: None)
     try:
-        argocd_itself.start(started, progress=lambda _: None)
+        assert started.served is not None
+        repo = repository.load(started.served.checkout)
         yield repo, started, render_for(repo, cluster)
     finally:
         controlplane.down(started.folder)
@@ -110,26 +101,14 @@ def test_argo_cd_finds_every_application_of_this_repository_synced(synced):
                 f"{sorted(applied - set(argo))}"
             )
         for key, r in sorted(argo.items()):
-            if key in REWRITTEN:
-                continue
             if r.get("status") != "Synced":
                 problems.append(f"{name}: {'/'.join(key)} is {r.get('status')} for Argo CD")
         for c in status.get("conditions") or []:
             problems.append(f"{name}: {c.get('type')}: {c.get('message')}")
-        if (
-            status.get("operationState") and not set(argo) & REWRITTEN
-        ):  # it had to sync what the emulation left different
+        if status.get("operationState"):  # it had to sync what the emulation left different
             op = status["operationState"]
             problems.append(f"{name}: Argo CD ran a sync ({op.get('phase')}: {op.get('message')})")
     assert not problems, "\n".join(problems)
-
-
-# What the local cluster changes on purpose in upstream releases (trainyard/cluster/controllers.py):
-# their webhooks and CRD conversion webhooks point at loopback by URL instead of their Service.
-# Argo CD 3.6 diffs an Application with ServerSideApply=true server-side (argo-cd@v3.6.2:
-# controller/state.go shouldUseServerSideDiff), and kube-apiserver refuses the dry-run apply of
-# the Service form over the URL form: the comparison stops with this error, after the render.
-LOCAL_REWRITE = re.compile(r"server side diff.*(webhookClientConfig|clientConfig).*exactly one of url or service")
 
 
 def _holds(live: object, want: object, path: str = "") -> list[str]:
@@ -172,8 +151,7 @@ def test_argo_cd_renders_every_upstream_source_as_the_offline_render(synced):
                 problems.append(f"{name}: Argo CD renders {sorted(argo - rendered)} beyond the offline render's "
                                 f"objects and lacks {sorted(rendered - argo)}")  # fmt: skip
             for c in status.get("conditions") or []:
-                if not (c.get("type") == "ComparisonError" and LOCAL_REWRITE.search(c.get("message") or "")):
-                    problems.append(f"{name}: {c.get('type')}: {c.get('message')}")
+                problems.append(f"{name}: {c.get('type')}: {c.get('message')}")
             for r in ar.resources:
                 if r.extra.get("hook"):
                     continue
@@ -211,13 +189,12 @@ def test_the_renders_cluster_scoped_kinds_are_the_api_servers(synced):
 
 
 def _rendered(app: dict | None, ar) -> bool:
-    """Argo CD has rendered ``app`` at its own source: compared, or stopped by the local rewrite."""
+    """Argo CD has rendered and compared ``app`` at its own source."""
     status = (app or {}).get("status") or {}
     compared = ((status.get("sync") or {}).get("comparedTo") or {}).get("source") == ar.app.resource.doc["spec"].get(
         "source"
     )
-    stopped = any(LOCAL_REWRITE.search(c.get("message") or "") for c in status.get("conditions") or [])
-    return bool(status.get("resources")) and ((compared and bool(status.get("reconciledAt"))) or stopped)
+    return bool(status.get("resources")) and compared and bool(status.get("reconciledAt"))
 
 
 def test_the_applicationset_controller_generates_the_emulations_applications(synced):
@@ -282,20 +259,11 @@ def test_argo_cd_runs_the_repositorys_health_checks_as_the_emulation_does(synced
 APPSETS = "/apis/argoproj.io/v1alpha1/namespaces/argocd/applicationsets"
 
 
-def _push(repo, message: str) -> None:
-    """Commit the working copy and push it to the repository Argo CD reads, then ask the
+def _push(started, message: str) -> None:
+    """Commit the working copy and push it to the repository Argo CD reads; its hook asks the
     ApplicationSet controller to list the folders again (the refresh annotation also skips the
     repo-server's cache of the branch, applicationset git.go noRevisionCache)."""
-    git = ["git", "-c", "user.name=trainyard", "-c", "user.email=trainyard@localhost"]
-    bare = str(repo.root.parent / "repository.git")
-    for args in (["add", "-A"], ["commit", "-q", "-m", message], ["push", "-q", bare, "HEAD:main"]):
-        subprocess.run([*git, *args], cwd=repo.root, check=True, capture_output=True)
-
-
-def _refresh(kube) -> None:
-    body = json.dumps({"metadata": {"annotations": {"argocd.argoproj.io/application-set-refresh": "true"}}})
-    kube.request("PATCH", f"{APPSETS}/trainyard-jobs", content=body,
-                 headers={"Content-Type": "application/merge-patch+json"})  # fmt: skip
+    gitrepo.commit_and_push(started.served, message)
 
 
 def _error(kube) -> str | None:
@@ -312,12 +280,7 @@ def test_one_badly_named_job_folder_stops_the_applicationset_deleting_removed_jo
     a folder renamed to `Smoke_DDP` removes folder smoke-ddp and adds one whose Application
     kube-apiserver refuses. Argo CD's ApplicationSet controller reports the refusal and, returning
     before deleteInCluster, keeps the removed folder's Application: its job keeps running. Positive
-    control: once the bad folder is gone too, the removed job's Application is deleted.
-
-    The folder is a TrainJob's: by now Argo CD has synced the training operator's Application,
-    whose webhooks it puts back in their Service form, which does not route on a local cluster
-    (trainyard/cluster/controllers.py), so the foreground deletion of a PyTorchJob would wait for
-    ever on its validating webhook."""
+    control: once the bad folder is gone too, the removed job's Application is deleted."""
     repo, started, _ = synced
     jobs = repo.root / "overlays" / CLUSTER / "jobs"
     with started.client() as kube:
@@ -326,8 +289,7 @@ def test_one_badly_named_job_folder_stops_the_applicationset_deleting_removed_jo
             time.sleep(2)  # the ApplicationSet controller makes it after its start
         assert kube.get(f"{APPS}/dev-job-smoke-ddp")
         shutil.move(jobs / "smoke-ddp", jobs / "Smoke_DDP")
-        _push(repo, "a job folder Argo CD cannot name")
-        _refresh(kube)
+        _push(started, "a job folder Argo CD cannot name")
         deadline = time.monotonic() + TIMEOUT
         while (message := _error(kube)) is None and time.monotonic() < deadline:
             time.sleep(2)
@@ -336,8 +298,7 @@ def test_one_badly_named_job_folder_stops_the_applicationset_deleting_removed_jo
         assert kube.get(f"{APPS}/dev-job-smoke-ddp"), "the removed folder's Application is still there"
 
         shutil.rmtree(jobs / "Smoke_DDP")
-        _push(repo, "the badly named folder removed")
-        _refresh(kube)
+        _push(started, "the badly named folder removed")
         deadline = time.monotonic() + TIMEOUT
         while time.monotonic() < deadline:
             try:
@@ -348,3 +309,41 @@ def test_one_badly_named_job_folder_stops_the_applicationset_deleting_removed_jo
             time.sleep(2)
         else:
             pytest.fail(f"Argo CD did not delete dev-job-smoke-ddp within {TIMEOUT:g} s: {_error(kube)}")
+
+
+@pytest.mark.parametrize("synced", [CLUSTER], indirect=True)
+def test_a_pushed_job_folder_becomes_an_application_argo_cd_syncs(synced):
+    """The user's path: `trainyard new-job` in a clone, commit, `git push`. The push hook asks Argo
+    CD to read the repository again; the ApplicationSet controller creates the job's Application
+    and the application controller syncs it (automated), so the TrainJob is stored, tracked as the
+    Application's, at the pushed revision."""
+    _, started, _ = synced
+    new_job = ["new-job", "pushed", "--cluster", CLUSTER, "--nodes", "1", "--gpus", "1"]
+    made = subprocess.run([sys.executable, "-m", "trainyard.cli", *new_job], cwd=started.served.checkout,
+                          capture_output=True, text=True)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    revision = gitrepo.commit_and_push(started.served, "a job, pushed")
+    name = f"{CLUSTER}-job-pushed"
+    with started.client() as kube:
+        app = argocd_daemons.wait_synced(kube, name, revision, TIMEOUT)
+        job = kube.get("/apis/trainer.kubeflow.org/v1alpha1/namespaces/ml-training/trainjobs/pushed")
+    assert app["metadata"]["ownerReferences"][0]["name"] == "trainyard-jobs"
+    tracking = job["metadata"]["annotations"]["argocd.argoproj.io/tracking-id"]
+    assert tracking == f"{name}:trainer.kubeflow.org/TrainJob:ml-training/pushed", tracking
+
+
+@pytest.mark.parametrize("synced", [CLUSTER], indirect=True)
+def test_a_pushed_broken_job_folder_is_refused_with_the_file_and_the_rest_runs_on(synced):
+    """A push `validate` would have refused: Argo CD cannot render the folder, and waiting for its
+    sync ends with Argo CD's own error naming the file; the jobs synced before are untouched."""
+    _, started, _ = synced
+    folder = started.served.checkout / "overlays" / CLUSTER / "jobs" / "broken"
+    folder.mkdir()
+    (folder / "kustomization.yaml").write_text("resources:\n  - trainjob.yaml\n")
+    revision = gitrepo.commit_and_push(started.served, "a job folder that does not render")
+    with started.client() as kube:
+        with pytest.raises(UserError) as refused:
+            argocd_daemons.wait_synced(kube, f"{CLUSTER}-job-broken", revision, 60)
+        assert kube.get("/apis/kubeflow.org/v1/namespaces/ml-training/pytorchjobs/mnist-ddp")
+    said = str(refused.value)
+    assert "ComparisonError" in said and "trainjob.yaml" in said, said

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from trainyard.cluster import controllers
+from trainyard.cluster import controllers, services
 from trainyard.cluster.client import ApiError
 from trainyard.cluster.components import KUBE_MODULE, TARGETS
 from trainyard.cluster.processes import free_port, wait_for
@@ -63,10 +63,10 @@ def test_a_rotator_keeps_the_pair_it_is_given():
 
 
 @pytest.mark.cluster
-def test_every_controller_runs_and_its_webhooks_are_on_loopback_with_its_own_ca(clusters):
+def test_every_controller_runs_and_its_webhooks_reach_it_through_its_service_with_its_own_ca(clusters):
     started = clusters["dev"]
-    names = {d.name for d in started.state.daemons if d.alive()}
-    assert {c.binary for i in controllers.INSTALLS for c in i.controllers} <= names
+    alive = {d.name: d for d in started.state.daemons if d.alive()}
+    assert {c.binary for i in controllers.INSTALLS for c in i.controllers} <= set(alive)
     with started.client() as kube:
         cas = set()
         for install in controllers.INSTALLS:
@@ -77,16 +77,29 @@ def test_every_controller_runs_and_its_webhooks_are_on_loopback_with_its_own_ca(
                 # the rotator kept the pair it was given: its own would name no IP address
                 sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
                 assert [str(a) for a in sans.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"], c.secret
+                # its Service leads to its process: one slice of ours, to the host kube-apiserver
+                # alone resolves, at a port the controller listens on
+                slices = kube.get(
+                    f"/apis/discovery.k8s.io/v1/namespaces/{install.namespace}/endpointslices",
+                    params={"labelSelector": f"kubernetes.io/service-name={c.service},"
+                            f"endpointslice.kubernetes.io/managed-by={services.MANAGER}"},
+                )["items"]  # fmt: skip
+                assert len(slices) == 1, c.service
+                assert slices[0]["endpoints"][0]["addresses"] == [services.HOST]
+                assert slices[0]["ports"][0]["port"] in alive[c.binary].ports, c.service
         configs = [
             *kube.get("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations")["items"],
             *kube.get("/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations")["items"],
         ]
         release = [c for c in configs if c["metadata"]["name"] != "trainyard-fabric"]
+        services_of = {c.service for i in controllers.INSTALLS for c in i.controllers}
         assert len(release) >= 6
         for config in release:
             for hook in config["webhooks"]:
-                assert hook["clientConfig"]["url"].startswith("https://127.0.0.1:"), config["metadata"]["name"]
-                # the CA of the Secret its rotator kept (injected by the rotator, as by up)
+                # as the release registers it: its Service, not a URL
+                assert "url" not in hook["clientConfig"], config["metadata"]["name"]
+                assert hook["clientConfig"]["service"]["name"] in services_of, config["metadata"]["name"]
+                # the CA of the Secret its rotator kept, injected by the rotator
                 assert hook["clientConfig"]["caBundle"] in cas, config["metadata"]["name"]
 
 
@@ -154,12 +167,14 @@ def test_the_controllers_own_webhooks_refuse_what_they_refuse(clusters):
 
 
 @pytest.mark.cluster
-def test_kueue_converts_its_objects_through_its_conversion_webhook_on_loopback(clusters):
+def test_kueue_converts_its_objects_through_its_conversion_webhook_and_service(clusters):
     with clusters.kube("dev") as kube:
         crd = kube.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/clusterqueues.kueue.x-k8s.io")
         conversion = crd["spec"]["conversion"]
         assert conversion["strategy"] == "Webhook"
-        assert conversion["webhook"]["clientConfig"]["url"].startswith("https://127.0.0.1:")
+        client = conversion["webhook"]["clientConfig"]
+        assert client["service"]["name"] == "kueue-webhook-service" and "url" not in client
+        assert client["caBundle"]  # Kueue's rotator injects it into its CRDs too
         served = [v["name"] for v in crd["spec"]["versions"] if v["served"] and not v.get("storage")]
         assert served, "no second served version to convert to"
         got = kube.get(f"/apis/kueue.x-k8s.io/{served[0]}/clusterqueues")["items"]
@@ -207,10 +222,12 @@ def test_what_the_operator_refuses_validate_refuses_with_its_message(clusters, c
 @pytest.mark.cluster
 def test_a_controller_whose_webhook_is_down_stops_its_objects_until_it_answers(clusters):
     """Trainer's webhooks fail closed (failurePolicy Fail, as its release registers them): while
-    nothing answers at its webhook's address (its controller down, as kube-apiserver sees it),
-    kube-apiserver refuses a TrainJob naming the webhook it could not call; once the webhook
-    answers again, the same TrainJob is accepted. The controller itself is left running: a stopped
-    one would lose its leader election and exit, as it does in a cluster."""
+    nothing answers where its webhook's Service leads (its controller down, as kube-apiserver sees
+    it), kube-apiserver refuses a TrainJob naming the webhook it could not call; once the webhook
+    answers again, the same TrainJob is accepted. The controller itself is left running (a stopped
+    one would lose its leader election and exit, as it does in a cluster): the configuration is
+    pointed for a while at a Service that leads to a closed port (a changed configuration gets a
+    new client; kube-apiserver keeps its open connections to an endpoint that is still there)."""
     path = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/defaulter.trainer.kubeflow.org"
     job = {
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
@@ -218,28 +235,43 @@ def test_a_controller_whose_webhook_is_down_stops_its_objects_until_it_answers(c
         "metadata": {"name": "while-down", "namespace": NAMESPACE},
         "spec": {"runtimeRef": {"name": "trainyard-tcp"}},
     }
+    nowhere = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "trainer-down", "namespace": "kubeflow-system"},
+        "spec": {"ports": [{"name": "webhook-server", "port": 443}]},
+    }
     with clusters.kube("dev") as kube:
         _namespace(kube)
+        kube.create_if_absent(nowhere)
+        services.route(kube, "kubeflow-system", "trainer-down", free_port())  # nothing listens there
         config = kube.get(path)
-        urls = [hook["clientConfig"]["url"] for hook in config["webhooks"]]
-        closed = free_port()  # nothing listens there
+        names = [hook["clientConfig"]["service"]["name"] for hook in config["webhooks"]]
         down = copy.deepcopy(config)
         for hook in down["webhooks"]:
-            hook["clientConfig"]["url"] = re.sub(r":\d+/", f":{closed}/", hook["clientConfig"]["url"])
+            hook["clientConfig"]["service"]["name"] = "trainer-down"
         kube.request("PUT", path, json=down)
         try:
-            with pytest.raises(ApiError) as refused:
-                kube.create(job, dry_run=True)
+            refused = wait_for(lambda: _refused_or_none(kube, job), timeout=15, what="the TrainJob refused")
         finally:
             config = kube.get(path)
-            for hook, url in zip(config["webhooks"], urls, strict=True):
-                hook["clientConfig"]["url"] = url
+            for hook, name in zip(config["webhooks"], names, strict=True):
+                hook["clientConfig"]["service"]["name"] = name
             kube.request("PUT", path, json=config)
-        message = refused.value.message
-        assert 'failed calling webhook "defaulter.trainjob.trainer.kubeflow.org"' in message, message
-        assert "connection refused" in message
+            kube.delete(nowhere)
+            kube.delete(services.endpoint_slice("kubeflow-system", "trainer-down", "webhook-server", 1))
+        assert 'failed calling webhook "defaulter.trainjob.trainer.kubeflow.org"' in refused, refused
+        assert "connection refused" in refused
         accepted = wait_for(lambda: _accepted(kube, job), timeout=15, what="the TrainJob accepted again")
         assert accepted["metadata"]["name"] == "while-down"
+
+
+def _refused_or_none(kube, job: dict) -> str | None:
+    try:
+        kube.create(job, dry_run=True)
+    except ApiError as exc:
+        return exc.message
+    return None  # kube-apiserver's informer has not seen the changed slice yet
 
 
 def _accepted(kube, job: dict) -> dict | None:

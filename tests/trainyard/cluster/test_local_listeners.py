@@ -122,11 +122,9 @@ def test_every_listener_of_a_local_cluster_is_on_loopback(running):
         if not _loopback(address):
             exposed.add((name, port))
     assert set(by_daemon) == EXPECTED, f"no listener found for {EXPECTED - set(by_daemon)}"
-    with started.client() as kube:
-        hook = kube.get(
-            "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/validator.training-operator.kubeflow.org"
-        )
-    operator_webhook = httpx.URL(hook["webhooks"][0]["clientConfig"]["url"]).port
+    with started.client() as kube:  # where the operator's webhook Service leads (services.py)
+        routed = kube.get("/apis/discovery.k8s.io/v1/namespaces/kubeflow/endpointslices/training-operator-local")
+    operator_webhook = routed["ports"][0]["port"]
     assert exposed == {
         ("argocd-application-controller", argo.controller.ports[0]),
         ("training-operator.v1", operator_webhook),
