@@ -32,7 +32,7 @@ from pathlib import Path
 
 import httpx
 
-from trainyard.cluster import components, controlplane, sources
+from trainyard.cluster import components, controlplane, services, sources
 from trainyard.cluster.client import ApiError
 from trainyard.cluster.controlplane import Started
 from trainyard.cluster.processes import Daemon, free_port, spawn
@@ -139,9 +139,7 @@ def start(started: Started, *, progress: Progress = print) -> Running:
         return subprocess.run(["redis-cli", "-p", str(ports["redis"]), "ping"], capture_output=True).returncode == 0
 
     if os.geteuid() != 0:
-        raise UserError("Argo CD's repo-server reaches the upstream sources in a mount namespace of its own: "
-                        "run as root")  # fmt: skip
-    unshare = _require("unshare", "util-linux")
+        raise UserError("Argo CD's upstream sources listen on port 443: run as root")
     end = sources.prepare(home / "sources")
     trust = ssl.create_default_context(cafile=str(end.ca))
     sources_daemon = launch(
@@ -175,8 +173,7 @@ def start(started: Started, *, progress: Progress = print) -> Running:
         "Redis answering",
     )
     # the repo-server alone fetches sources: /etc/hosts replaced in its own mount namespace only
-    in_namespace = [unshare, "--mount", "--propagation", "private", "sh", "-c",
-                    'mount --bind "$0" /etc/hosts && exec "$@"', str(end.hosts_file)]  # fmt: skip
+    in_namespace = services.own_hosts(end.hosts_file)
     repo = launch(
         "argocd-repo-server",
         [

@@ -217,7 +217,7 @@ def _apiserver_argv(kube: str, paths: Paths, etcd: Daemon, port: int, version: s
     p = paths.pki
     return [
         # its own /etc/hosts, where the EndpointSlices of locally served Services lead (services.py)
-        *services.own_hosts(services.write_hosts(paths.dir / "hosts")),
+        *services.own_hosts(services.write_hosts(paths.dir / "hosts", {services.HOST: "127.0.0.1"})),
         kube,
         "kube-apiserver",
         f"--etcd-servers={etcd_url(etcd)}",

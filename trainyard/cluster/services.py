@@ -34,11 +34,10 @@ MANAGED_BY_LABEL = "endpointslice.kubernetes.io/managed-by"  # discovery/v1 Labe
 WEBHOOK_PORT = 443  # a webhook's clientConfig.service.port when not given (admissionregistration/v1)
 
 
-def write_hosts(path: Path, extra: dict[str, str] | None = None) -> Path:
-    """An ``/etc/hosts`` for one process's mount namespace: loopback, :data:`HOST` and ``extra``
-    (name: address)."""
-    lines = ["127.0.0.1 localhost", "::1 localhost", f"127.0.0.1 {HOST}"]
-    lines += [f"{address} {name}" for name, address in sorted((extra or {}).items())]
+def write_hosts(path: Path, names: dict[str, str]) -> Path:
+    """An ``/etc/hosts`` for one process's mount namespace: localhost and ``names`` (name: address)."""
+    lines = ["127.0.0.1 localhost", "::1 localhost"]
+    lines += [f"{address} {name}" for name, address in sorted(names.items())]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 

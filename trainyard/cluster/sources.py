@@ -52,7 +52,7 @@ from urllib.parse import urlsplit
 import yaml
 from cryptography.hazmat.primitives import serialization
 
-from trainyard.cluster import pki
+from trainyard.cluster import pki, services
 from trainyard.contract.files import write_private
 from trainyard.contract.images import DEFAULT_PORT
 from trainyard.repo.model import releases, upstream
@@ -412,8 +412,7 @@ def prepare(folder: Path, days: int = 30) -> Endpoint:
     names = hosts()
     write_private(end.ca, ca[0].public_bytes(serialization.Encoding.PEM), 0o644)
     pki.write_pair(pki.Pki(folder), TLS, *certs.serving_certificate(ca, names, [ipaddress.ip_address(address)], days))
-    lines = ["127.0.0.1 localhost", "::1 localhost", *(f"{address} {name}" for name in names)]
-    end.hosts_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    services.write_hosts(end.hosts_file, dict.fromkeys(names, address))
     return end
 
 

@@ -36,9 +36,10 @@ from trainyard.repo.upstream import health
 pytestmark = pytest.mark.cluster
 
 CLUSTER = "dev"  # the tests that change the repository or read its job names
-# every test but those runs on a cluster of each admission mode: dev (the fabric webhook) and
-# prod-ib (MutatingAdmissionPolicies, the RDMA device plugin)
-CLUSTERS = ("dev", "prod-ib")
+# every test but those runs on each cluster of the repository: dev (the fabric webhook, Kubernetes
+# 1.33), prod-roce (the webhook on 1.34, RoCE) and prod-ib (MutatingAdmissionPolicies, the RDMA
+# device plugin)
+CLUSTERS = ("dev", "prod-roce", "prod-ib")
 TIMEOUT = 240.0
 APPS = "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications"
 

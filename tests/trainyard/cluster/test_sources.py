@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from trainyard.cluster import sources
+from trainyard.cluster import services, sources
 from trainyard.cluster.processes import spawn, wait_for
 from trainyard.repo.model import releases, upstream
 
@@ -68,8 +68,8 @@ def _client(end: sources.Endpoint, script: str, cwd: Path) -> subprocess.Complet
     repo-server runs (trainyard/cluster/argocd_daemons.py)."""
     env = dict(os.environ, SSL_CERT_FILE=str(end.ca), GIT_SSL_CAINFO=str(end.ca), HOME=str(cwd))
     env.pop("HTTPS_PROXY", None)
-    argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", f'mount --bind "$0" /etc/hosts && {script}']
-    return subprocess.run([*argv, str(end.hosts_file)], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    argv = [*services.own_hosts(end.hosts_file), "sh", "-c", script]
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
 def test_git_lists_every_pinned_tag_and_a_tag_clones_as_its_module(served, tmp_path):
