@@ -83,6 +83,12 @@ def serve(source: Path, folder: Path, leave_out: Iterable[str] = ()) -> Served:
     return served
 
 
+def remove(served: Served) -> None:
+    """Remove a repository ``serve`` made, for a ``cluster up`` that failed before anyone could push."""
+    shutil.rmtree(served.bare, ignore_errors=True)
+    shutil.rmtree(served.checkout, ignore_errors=True)
+
+
 def install_push_hook(served: Served, kubectl: Path, kubeconfig: Path) -> None:
     """The ``post-receive`` hook that asks Argo CD to read the repository again after a push."""
     lines = ["#!/bin/sh", "# what a Git host's push webhook does for Argo CD (trainyard/cluster/gitrepo.py)"]

@@ -120,30 +120,35 @@ def up(
         served = gitrepo.serve(repo.root, folder, leave_out)
         repo = repository.load(served.checkout)
         progress(f"the repository Argo CD reads: {served.url} (branch {gitrepo.BRANCH}; clone it, commit, push)")
-    facts = declared.load(repo, cluster)
-    render = render_for(repo, cluster)
-    folder = folder.resolve()
-    hook: LocalFabricWebhook | None = None
-    prepare = None
-    if runs_webhook(render):
-        hook = LocalFabricWebhook(render, folder, free_port(), client_ca=controlplane.Paths(folder).pki.ca)
+    try:
+        facts = declared.load(repo, cluster)
+        render = render_for(repo, cluster)
+        folder = folder.resolve()
+        hook: LocalFabricWebhook | None = None
+        prepare = None
+        if runs_webhook(render):
+            hook = LocalFabricWebhook(render, folder, free_port(), client_ca=controlplane.Paths(folder).pki.ca)
 
-        def prepare(paths: controlplane.Paths, state: controlplane.State) -> list[str]:
-            # started first: its Python loads while etcd and kube-apiserver start
-            state.daemons.append(hook.spawn())
-            return [f"--admission-control-config-file={admission_config(folder, paths.pki)}"]
+            def prepare(paths: controlplane.Paths, state: controlplane.State) -> list[str]:
+                # started first: its Python loads while etcd and kube-apiserver start
+                state.daemons.append(hook.spawn())
+                return [f"--admission-control-config-file={admission_config(folder, paths.pki)}"]
 
-    # kube-controller-manager is not waited for: the canary pod below needs what it makes
-    started = controlplane.start(
-        folder,
-        cluster,
-        facts.spec.kubernetes_version,
-        port=port,
-        prepare=prepare,
-        wait_controllers=False,
-        checked=argocd,
-        progress=progress,
-    )
+        # kube-controller-manager is not waited for: the canary pod below needs what it makes
+        started = controlplane.start(
+            folder,
+            cluster,
+            facts.spec.kubernetes_version,
+            port=port,
+            prepare=prepare,
+            wait_controllers=False,
+            checked=argocd,
+            progress=progress,
+        )
+    except BaseException:
+        if served is not None:  # made by this call, before anyone could push to it
+            gitrepo.remove(served)
+        raise
     state = started.state
     state.admission = facts.spec.admission
     try:
@@ -201,6 +206,8 @@ def up(
         controlplane.stop(state)
         state.daemons.clear()
         state.save(folder)
+        if served is not None:  # the push hook is installed last: nobody has pushed to it
+            gitrepo.remove(served)
         raise
     state.notes = [
         f"{report.crds} CRDs, {report.applied} objects applied, {report.dry_run} dry-run only",

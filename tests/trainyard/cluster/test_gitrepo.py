@@ -3,6 +3,8 @@ Argo CD itself reading it, and a push syncing a job, are in test_argocd_itself.p
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -10,6 +12,7 @@ import pytest
 
 from tests.trainyard.cluster.conftest import REPO_ROOT
 from trainyard.cluster import gitrepo
+from trainyard.cluster.up import up
 from trainyard.contract.errors import UserError
 from trainyard.repo.model.repository import REPO_ENV, load
 
@@ -58,3 +61,18 @@ def test_an_earlier_clusters_repository_is_never_overwritten(served):
     with pytest.raises(UserError, match=r"repo\.git holds the repository of an earlier cluster"):
         gitrepo.serve(REPO_ROOT, served.bare.parent)
     assert marker.exists()
+
+
+@pytest.mark.cluster  # no control plane starts, but the render takes 5 to 10 s: not for test-fast
+@pytest.mark.skipif(os.geteuid() != 0, reason="cluster up with Argo CD needs root")
+def test_a_cluster_up_that_fails_leaves_no_repository_behind(tmp_path):
+    """Nobody can have pushed to a repository whose `up` failed (the push hook comes last), so it
+    goes with the failure and the same DIR can be used again."""
+    source = tmp_path / "source"
+    for name in gitrepo.MANIFESTS:
+        shutil.copytree(REPO_ROOT / name, source / name)
+    (source / JOB / "job.yaml").write_text("kind: [unclosed\n")
+    folder = tmp_path / "cluster"
+    with pytest.raises(UserError, match="cluster dev does not render"):
+        up(load(source), "dev", folder, argocd=True, progress=lambda _: None)
+    assert not (folder / "repo.git").exists() and not (folder / "repo").exists()
