@@ -15,11 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import yaml
-
 from trainyard.repo.model import declared, upstream
-
-LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # yaml.safe_load_all, in C where built
 
 Progress = Callable[[str], None]
 

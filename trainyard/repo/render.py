@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
 from trainyard.contract.errors import UserError
+from trainyard.repo.model import rawyaml
 from trainyard.repo.model.repository import Repository
 from trainyard.repo.upstream import app_render, applications
 
@@ -16,7 +15,7 @@ class RenderFailed(UserError):
 
 
 def _dump(resources: list) -> str:
-    return yaml.safe_dump_all([r.doc for r in resources], sort_keys=False, width=120)
+    return rawyaml.safe_dump_all([r.doc for r in resources], sort_keys=False, width=120)
 
 
 def _header(cluster: str, ar: applications.AppRender) -> str:

@@ -28,10 +28,8 @@ from __future__ import annotations
 
 from decimal import ROUND_FLOOR, Decimal
 
-import yaml
-
 from trainyard.contract.quantity import format_bytes
-from trainyard.repo.model import declared
+from trainyard.repo.model import declared, rawyaml
 
 NAME = "job-defaults"
 FILE = "limitrange.yaml"
@@ -92,4 +90,4 @@ def render(facts: declared.ClusterFacts, namespace: str, source: str) -> str:
         "# it names no cpu or memory: a 64th of the smallest node as its request, one GPU's share of it as its\n"
         "# memory limit (docs/trainer-v2-kueue.md).\n"
     )
-    return head + yaml.safe_dump_all(objects(facts, namespace), sort_keys=False, width=120)
+    return head + rawyaml.safe_dump_all(objects(facts, namespace), sort_keys=False, width=120)

@@ -27,10 +27,9 @@ port (``ENV_METRICS_PORT``) leaves this policy's protection; its listener stays 
 
 from __future__ import annotations
 
-import yaml
-
 from trainyard.contract.k8s import NAMESPACE_NAME_LABEL
 from trainyard.contract.metrics import DEFAULT_METRICS_PORT
+from trainyard.repo.model import rawyaml
 
 NAME = "trainer-metrics"
 FILE = "networkpolicy.yaml"
@@ -81,4 +80,4 @@ def render(namespace: str, source: str) -> str:
         f"# metrics port ({DEFAULT_METRICS_PORT}) from the {MONITORING_NAMESPACE} namespace only, every other port\n"
         "# from anywhere as before (docs/observability.md).\n"
     )
-    return head + yaml.safe_dump_all(objects(namespace), sort_keys=False, width=120)
+    return head + rawyaml.safe_dump_all(objects(namespace), sort_keys=False, width=120)

@@ -32,6 +32,7 @@ from __future__ import annotations
 import yaml
 
 from trainyard.contract import cel
+from trainyard.repo.model import rawyaml
 from trainyard.repo.model.rendered_facts import TRAINING_NAMESPACE
 from webhook.policy import PolicySet
 
@@ -334,7 +335,7 @@ def binding() -> dict:
     }
 
 
-class _Dumper(yaml.SafeDumper):
+class _Dumper(rawyaml.SafeDumper):  # type: ignore[misc,valid-type]
     """Long CEL expressions as folded block scalars, so that the file reads like the hand-written policies."""
 
 

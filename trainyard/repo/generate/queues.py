@@ -23,10 +23,8 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-import yaml
-
 from trainyard.contract.quantity import format_bytes
-from trainyard.repo.model import declared
+from trainyard.repo.model import declared, rawyaml
 from trainyard.repo.upstream.kueue import API_VERSION, QUEUE_LABEL
 
 TOPOLOGY = "trainyard"
@@ -134,4 +132,4 @@ def render(facts: declared.ClusterFacts, namespace: str, source: str) -> str:
         "# file differs from what the cluster's declared facts generate). Kueue queues TrainJobs labelled\n"
         f"# {QUEUE_LABEL}: {LOCAL_QUEUE} and places their pods with topology-aware scheduling.\n"
     )
-    return head + yaml.safe_dump_all(objects(facts, namespace), sort_keys=False, width=120)
+    return head + rawyaml.safe_dump_all(objects(facts, namespace), sort_keys=False, width=120)

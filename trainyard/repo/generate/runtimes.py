@@ -30,8 +30,6 @@ The runtimes are written to ``base/runtimes/<profile>/`` by ``trainyard generate
 
 from __future__ import annotations
 
-import yaml
-
 from trainyard import __version__
 from trainyard.contract.metrics import DEFAULT_METRICS_PORT, ENV_METRICS_PORT, METRICS_PORT_NAME
 from trainyard.contract.names import (
@@ -39,6 +37,7 @@ from trainyard.contract.names import (
     KUEUE_PREFERRED_TOPOLOGY_ANNOTATION,
     KUEUE_REQUIRED_TOPOLOGY_ANNOTATION,
 )
+from trainyard.repo.model import rawyaml
 from trainyard.repo.upstream.trainjob import ANCESTOR_LABEL, ANCESTOR_TRAINER, API_VERSION, NODE
 from webhook.policy import CompiledProfile
 
@@ -156,4 +155,4 @@ def render(profile: CompiledProfile, source: str) -> str:
         "# file differs from what the profile generates). The fabric itself comes from the webhook at\n"
         f"# admission: the pods carry {FABRIC_LABEL}: {profile.name} and run a trainer image of the profile.\n"
     )
-    return head + yaml.safe_dump(cluster_training_runtime(profile), sort_keys=False, width=120)
+    return head + rawyaml.safe_dump(cluster_training_runtime(profile), sort_keys=False, width=120)

@@ -20,13 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import jsonpatch
-import yaml
 
 from trainyard.contract.errors import UserError
 from trainyard.contract.names import JOB_LABELS, KUEUE_TOPOLOGY_GATE, requested_fabric
 from trainyard.repo.generate import mutating_harness
 from trainyard.repo.jobs import fabric_settings
-from trainyard.repo.model import jobfolder, kustomize, rendered_facts, schema
+from trainyard.repo.model import jobfolder, kustomize, rawyaml, rendered_facts, schema
 from trainyard.repo.model.rendered import Resource, name_of, namespace_of, tree_copy
 from trainyard.repo.model.repository import OVERLAYS, POLICIES, Repository
 from trainyard.repo.upstream import bindings, jobset, kueue, strategic_merge, training_operator, trainjob, vap
@@ -409,13 +408,15 @@ def injected(before: dict, after: dict) -> list[str]:
     for v in sa.get("volumes") or []:
         if v.get("name") not in vols_b:
             detail = v.get("emptyDir")
-            lines.append(f"volume {v.get('name')}: emptyDir {yaml.safe_dump(detail, default_flow_style=True).strip()}")
+            lines.append(
+                f"volume {v.get('name')}: emptyDir {rawyaml.safe_dump(detail, default_flow_style=True).strip()}"
+            )
     tol_b = sb.get("tolerations") or []
     for t in sa.get("tolerations") or []:
         if t not in tol_b:
             lines.append(f"toleration {t.get('key', '*')} {t.get('operator', 'Equal')} {t.get('effect', '')}".rstrip())
-    aff_b = yaml.safe_dump(sb.get("affinity") or {})
-    if yaml.safe_dump(sa.get("affinity") or {}) != aff_b:
+    aff_b = rawyaml.safe_dump(sb.get("affinity") or {})
+    if rawyaml.safe_dump(sa.get("affinity") or {}) != aff_b:
         label = next((k for k in JOB_LABELS if k in ((after.get("metadata") or {}).get("labels") or {})), "job")
         lines.append(f"affinity: co-locate the job's pods (podAffinity on {label})")
     for t in sa.get("topologySpreadConstraints") or []:
@@ -459,7 +460,7 @@ def _kinds(items: list[str]) -> str:
 
 
 def _yaml(doc: dict) -> list[str]:
-    return yaml.safe_dump(doc, sort_keys=False, width=120).splitlines(keepends=True)
+    return rawyaml.safe_dump(doc, sort_keys=False, width=120).splitlines(keepends=True)
 
 
 def unified_diff(pod: PodPreview) -> str:
@@ -533,4 +534,4 @@ def _origin(pod: dict) -> str:
 
 
 def pods_yaml(jp: JobPreview) -> str:
-    return yaml.safe_dump_all([p.after for p in jp.pods], sort_keys=False, width=120)
+    return rawyaml.safe_dump_all([p.after for p in jp.pods], sort_keys=False, width=120)

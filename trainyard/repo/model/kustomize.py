@@ -23,14 +23,11 @@ from pathlib import Path
 import yaml
 
 from trainyard.contract.errors import UserError
-from trainyard.repo.model import build_cache, remote_refs
+from trainyard.repo.model import build_cache, rawyaml, remote_refs
 from trainyard.repo.model.rendered import ORIGIN_ANNOTATION, Resource, tree_copy
 from trainyard.repo.model.repository import Repository, kustomization_file
 
-try:  # the C loader is several times faster on large renders
-    _Loader: type = yaml.CSafeLoader  # type: ignore[attr-defined]
-except AttributeError:  # pragma: no cover - depends on how PyYAML was built
-    _Loader = yaml.SafeLoader
+_Loader = rawyaml.SafeLoader
 
 INSTALL_HINT = (
     "run `make tools` (it builds the pinned kustomize from kube/kustomize/go.mod into .venv/bin), or install "
@@ -101,9 +98,10 @@ def _kustomization(folder: Path) -> dict:
     file = kustomization_file(folder)
     if file is None:
         return {}
-    try:
-        doc = yaml.safe_load(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+    try:  # bounded: a job folder's kustomization is a user's file
+        docs = rawyaml.compose(file.read_text(encoding="utf-8"))
+        doc = rawyaml.to_python(docs[0]) if len(docs) == 1 else None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):  # YamlRefused is one
         return {}
     return doc if isinstance(doc, dict) else {}
 

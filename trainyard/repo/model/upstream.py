@@ -37,7 +37,7 @@ from typing import Any
 import yaml
 
 from trainyard.contract.errors import UserError
-from trainyard.repo.model import build_cache, gomodules, kustomize, releases
+from trainyard.repo.model import build_cache, gomodules, kustomize, rawyaml, releases
 from trainyard.repo.model.rendered import Resource, tree_copy
 from trainyard.repo.model.repository import Repository, kustomization_file
 
@@ -308,7 +308,7 @@ def _helm(
         args += _kube_version(kube_version)
         if helm.get("valuesObject"):
             extra = Path(tmp) / "values.yaml"
-            extra.write_text(yaml.safe_dump(helm["valuesObject"]), encoding="utf-8")
+            extra.write_text(rawyaml.safe_dump(helm["valuesObject"]), encoding="utf-8")
             args += ["--values", str(extra)]
         out = _run([*args, "--include-crds"], shown)
     return _helm_documents(out, shown, release, root, chart_path)
@@ -336,7 +336,7 @@ def build_asset(release: releases.Release, asset: releases.Asset, *, progress: P
     """A release asset built from the tag as the release builds it (a kustomize build), as YAML."""
     root = _root(release, progress)
     built = _kustomize(root, (root / asset.kustomization).resolve(), release, progress)
-    return yaml.safe_dump_all([d for d, _ in built], sort_keys=False)
+    return rawyaml.safe_dump_all([d for d, _ in built], sort_keys=False)
 
 
 def release_tree(release: releases.Release, *, progress: Progress = lambda _: None) -> Path:
@@ -362,7 +362,7 @@ def _set_values(path: Path, values: tuple[tuple[str, str], ...]) -> None:
         for k in parents:
             node = node.setdefault(k, {})
         node[last] = value
-    path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    path.write_text(rawyaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
 
 
 def _helm_documents(
@@ -441,7 +441,7 @@ def _localize(folder: Path, tmp: Path, names: dict[Path, str], shown: str, progr
             entries[i] = _fetch(url, folder, tmp, names, f"{shown}/{file.name}", progress)
             changed = True
     if changed:
-        file.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+        file.write_text(rawyaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
 
 
 def _release_of(owner: str, name: str, ref: str, url: str, where: str) -> releases.Release:

@@ -27,10 +27,10 @@ def cached(repo_copy: repository.Repository, tmp_path: Path, monkeypatch: pytest
         return real(repo, path, rel)
 
     monkeypatch.setattr(kustomize, "_build", counting)
+    monkeypatch.setattr(kustomize, "_disk", kustomize.disk_cache())  # the suite's, back after the test
     disk = kustomize.use_disk_cache(tmp_path / "cache")
     kustomize.clear_cache()
     yield repo_copy, disk, runs
-    kustomize.use_disk_cache(None)
     kustomize.clear_cache()
 
 
@@ -137,8 +137,10 @@ def test_a_remote_resource_is_not_cached(tmp_path: Path):
         build_cache.inputs(folder, tmp_path)
 
 
-def test_without_the_disk_cache_nothing_is_written(repo_copy: repository.Repository, tmp_path: Path):
-    kustomize.use_disk_cache(None)
+def test_without_the_disk_cache_nothing_is_written(
+    repo_copy: repository.Repository, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(kustomize, "_disk", None)
     kustomize.clear_cache()
     kustomize.build(repo_copy, JOB)
     assert not (repo_copy.root / build_cache.DEFAULT_DIR).exists()

@@ -14,7 +14,7 @@ import pytest
 
 from tests.trainyard.repo.conftest import edit
 from trainyard.contract.errors import EXIT_USAGE, UserError
-from trainyard.repo.model import changes, repository
+from trainyard.repo.model import build_cache, changes, repository
 
 JOB = "overlays/dev/jobs/smoke-ddp"
 OTHER = "overlays/dev/jobs/mnist-ddp"
@@ -128,8 +128,9 @@ def test_a_bad_ref_is_a_clear_error(pr, ref):
 
 
 def trainyard(root: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != build_cache.ENV_DIR}  # the cache where a user's would be
     return subprocess.run(
-        [sys.executable, "-m", "trainyard.cli", *args], cwd=root, capture_output=True, text=True, timeout=600
+        [sys.executable, "-m", "trainyard.cli", *args], cwd=root, capture_output=True, text=True, timeout=600, env=env
     )
 
 

@@ -209,6 +209,7 @@ def test_renders_are_kept_in_the_build_cache(tmp_path, monkeypatch):
     objects and their origins are the same."""
     from trainyard.repo.model import kustomize
 
+    monkeypatch.setattr(kustomize, "_disk", kustomize.disk_cache())  # the suite's, back after the test
     kustomize.use_disk_cache(tmp_path)
     try:
         upstream.clear_cache()
@@ -226,7 +227,6 @@ def test_renders_are_kept_in_the_build_cache(tmp_path, monkeypatch):
         with pytest.raises(AssertionError, match="helm ran"):  # another Kubernetes version is another render
             _render("trainyard-kueue", kube_version="1.34")
     finally:
-        kustomize.use_disk_cache(None)
         upstream.clear_cache()
 
 
