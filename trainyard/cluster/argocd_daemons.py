@@ -272,6 +272,19 @@ def describe_sync(app: dict) -> list[str]:
     return lines
 
 
+def _transition_time(condition: dict) -> dt.datetime | None:
+    """A condition's lastTransitionTime (RFC 3339, metav1.Time), None when absent or not one: such a
+    condition is not known to be new, and the timeout's message shows it."""
+    raw = condition.get("lastTransitionTime")
+    if not isinstance(raw, str) or len(raw) > 64:
+        return None
+    try:
+        when = dt.datetime.fromisoformat(raw)
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else None
+
+
 def wait_synced(kube, name: str, revision: str, timeout: float) -> dict:
     """Until Argo CD has synced Application ``name`` at ``revision`` and compared it Synced after;
     a sync that failed, a source Argo CD cannot render since the call (its ComparisonError, which
@@ -298,8 +311,8 @@ def wait_synced(kube, name: str, revision: str, timeout: float) -> dict:
             if sync.get("status") == "Synced" and sync.get("revision") == revision:
                 return app  # compared again after the sync: what it applied is what git holds
         for c in status.get("conditions") or []:
-            when = dt.datetime.fromisoformat(str(c.get("lastTransitionTime") or "1970-01-01T00:00:00Z"))
-            if c.get("type") == "ComparisonError" and when >= since:
+            when = _transition_time(c)
+            if c.get("type") == "ComparisonError" and when is not None and when >= since:
                 raise UserError(f"Argo CD cannot render {name} at {revision[:12]}:\n" + "\n".join(describe_sync(app)))
         time.sleep(0.5)
     said = "\n".join(describe_sync(app)) if app else "the Application was not created"
