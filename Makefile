@@ -92,7 +92,7 @@ redis:
 # fails the target.
 test: $(call STAMP,dev) tools kube promtool redis
 	@$(BIN)/python -m pytest -q -m "$(FAST_TIERS)" -n $(TEST_WORKERS); fast=$$?; \
-	$(BIN)/python -m pytest -q -m "$(SLOW_TIERS)" --durations=15; slow=$$?; \
+	$(BIN)/python -m pytest -q -m "$(SLOW_TIERS)" --durations=30; slow=$$?; \
 	echo "make test: fast tiers exit $$fast, slow tiers exit $$slow"; [ $$fast = 0 ] && [ $$slow = 0 ]
 
 # The inner loop: every test but the slow tiers (pytest markers, listed in pyproject.toml), spread
