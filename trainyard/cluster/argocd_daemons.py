@@ -155,7 +155,7 @@ def start(started: Started, *, progress: Progress = print) -> Running:
             "--key",
             str(end.key),
             "--cache",
-            str(home / "sources" / "built"),
+            str(sources.cache_dir()),
         ],
         (),
         lambda: httpx.get(f"https://{end.address}/v2/", verify=trust, timeout=2).status_code == 200,

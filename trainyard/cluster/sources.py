@@ -22,7 +22,11 @@ One HTTPS listener on port 443 of a loopback address, one certificate for every 
 by a CA of the cluster's own. The repo-server reaches it in a mount namespace of its own, where
 ``/etc/hosts`` sends those names to that address (argocd_daemons.py). Every other URL, and every
 other method than GET and HEAD (and git's upload-pack POST), is refused with 404 or 405 naming it.
-Content is built on first request and kept in the ``--cache`` folder.
+Content is built on first request and kept in the ``--cache`` folder: :func:`cache_dir`, one folder
+on this machine shared by every local cluster and keyed by what decides the content, so a cluster
+after the first serves what an earlier one built (a lock file per item keeps two servers from
+building one item twice). A git repository is packed once built: every fetch of a loose repository
+compresses each object again (5 s a clone of kubeflow/trainer's two tags on 2 cores, 1.5 s packed).
 
 Run as ``python -m trainyard.cluster.sources --address A --cert C --key K --cache DIR``.
 """
@@ -30,6 +34,7 @@ Run as ``python -m trainyard.cluster.sources --address A --cert C --key K --cach
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import ipaddress
 import json
@@ -52,7 +57,7 @@ from urllib.parse import urlsplit
 import yaml
 from cryptography.hazmat.primitives import serialization
 
-from trainyard.cluster import pki, services
+from trainyard.cluster import components, pki, services
 from trainyard.contract.files import write_private
 from trainyard.contract.images import DEFAULT_PORT
 from trainyard.repo.model import releases, upstream
@@ -78,6 +83,17 @@ def hosts() -> list[str]:
     return sorted(n for n in names if n)
 
 
+FORMAT = "trainyard-sources/1"
+
+
+def cache_dir() -> Path:
+    """Where this machine keeps built sources (``$TRAINYARD_CACHE/sources/KEY``), KEY a hash of this
+    module and of what decides every upstream build (upstream.fingerprint): a changed pin, tool or
+    recipe makes a new folder, never a stale answer."""
+    h = hashlib.sha256(f"{FORMAT}\0{upstream.fingerprint()}\0".encode() + Path(__file__).read_bytes())
+    return components.cache_root() / "sources" / h.hexdigest()[:16]
+
+
 class Sources:
     """What each URL answers, built from the pinned releases on first request."""
 
@@ -89,17 +105,22 @@ class Sources:
         self._pushed: dict[str, tuple[dict[str, bytes], bytes]] = {}  # release key -> OCI blobs, manifest
 
     def _once(self, key: str, path: Path, make: Callable[[Path], None]) -> Path:
-        """``path``, made by ``make`` the first time (under a lock per key, written aside then moved)."""
+        """``path``, made by ``make`` the first time (under a lock per key, in this process and on the
+        folder for the others; written aside then moved)."""
         with self._guard:
             lock = self._locks.setdefault(key, threading.Lock())
         with lock:
-            if not path.exists():
-                self.log(f"building {key}")
-                path.parent.mkdir(parents=True, exist_ok=True)
-                with tempfile.TemporaryDirectory(dir=path.parent, prefix=".build-") as tmp:
-                    made = Path(tmp) / path.name
-                    make(made)
-                    made.rename(path)
+            if path.exists():
+                return path
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path.parent / f".{path.name}.lock", "a") as held:
+                fcntl.flock(held, fcntl.LOCK_EX)
+                if not path.exists():  # another server may have built it while this one waited
+                    self.log(f"building {key}")
+                    with tempfile.TemporaryDirectory(dir=path.parent, prefix=".build-") as tmp:
+                        made = Path(tmp) / path.name
+                        make(made)
+                        made.rename(path)
         return path
 
     # --- git ---------------------------------------------------------------------------------
@@ -133,6 +154,7 @@ class Sources:
                 parent = ["-p", commit]
             subprocess.run([*git, "update-ref", "refs/heads/main", parent[1]], check=True, capture_output=True)
             (bare / "index.build").unlink(missing_ok=True)
+            subprocess.run([*git, "repack", "-a", "-d", "-q"], check=True, capture_output=True)
 
         return self._once(f"git {slug}", self.git_root() / f"{slug}.git", make)
 

@@ -46,7 +46,7 @@ def test_waiting_for_a_sync_never_raises_on_a_hostile_condition(raw):
     app = {"status": {"conditions": [{"type": "ComparisonError", "message": "m", "lastTransitionTime": raw}]}}
     with (
         mock.patch.object(argocd_daemons.time, "sleep", lambda _s: None),  # the status is read a few times
-        pytest.raises(UserError, match="did not sync app at 0123456789ab within 0.01 s"),
+        pytest.raises(UserError, match=r"did not sync app at 0123456789ab within 0\.01 s"),
     ):
         argocd_daemons.wait_synced(Answers(app), "app", "0123456789abcdef", 0.01)
 

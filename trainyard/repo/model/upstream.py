@@ -229,7 +229,9 @@ _CODE = (Path(__file__), Path(releases.__file__))
 
 
 @lru_cache(maxsize=1)
-def _fingerprint() -> str:
+def fingerprint() -> str:
+    """What decides every upstream render and build besides its release (hex): the releases table,
+    the modules' go.sum, the render's code, kustomize's and Helm's versions."""
     h = hashlib.sha256(b"trainyard-upstream-render/1\0")
     for path in (*_CODE, gomodules.RELEASES_MODULE / "go.sum"):
         h.update(path.read_bytes() + b"\0")
@@ -248,7 +250,7 @@ def _disk_cached(key: str, make: Callable[[], list[tuple[dict, str]]]) -> list[t
     disk = kustomize.disk_cache()
     if disk is None:
         return make()
-    entry = hashlib.sha256(f"{_fingerprint()}\0{key}".encode()).hexdigest()
+    entry = hashlib.sha256(f"{fingerprint()}\0{key}".encode()).hexdigest()
     stored = disk.get(entry)
     if stored is not None:
         return [(r.doc, r.origin or "") for r in stored]
