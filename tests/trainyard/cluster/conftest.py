@@ -1,6 +1,11 @@
 """Local clusters for the tests: each one the repository's cluster, up once for this package's
 tests and stopped after its last one (an idle control plane and its controllers keep a tenth of
-a core or more each busy: the tests after these would pay for it)."""
+a core or more each busy: the tests after these would pay for it).
+
+The modules that use the shared clusters run first, and the clusters stop after the last test
+that uses them, before the modules that start clusters of their own (Argo CD's, the faults', a
+bare control plane): those would otherwise run beside three idle clusters. A module moves as a
+whole, so its own fixtures are set up once."""
 
 from __future__ import annotations
 
@@ -36,15 +41,46 @@ class Clusters:
         return self[name].client()
 
     def stop(self) -> None:
-        """Stop every cluster, then raise what the first that failed to stop said."""
+        """Stop every cluster, then raise what the first that failed to stop said. A cluster asked
+        for after this starts again."""
         failed: list[Exception] = []
-        for started in self.started.values():
+        stopping, self.started = self.started, {}
+        for started in stopping.values():
             try:
                 controlplane.down(started.folder)
             except Exception as exc:  # the others still stop
                 failed.append(exc)
         if failed:
             raise failed[0]
+
+
+SHARED = "clusters"  # the fixture below
+LAST_USER = pytest.StashKey[str]()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    mine = [i for i in items if here in i.path.parents]
+    if not mine:
+        return
+    users = {i.path for i in mine if SHARED in getattr(i, "fixturenames", ())}
+    first = next(n for n, i in enumerate(items) if here in i.path.parents)
+    # a stable sort: the modules that use the shared clusters first, each module's tests in order
+    mine.sort(key=lambda i: i.path not in users)
+    rest = [i for i in items if here not in i.path.parents]
+    items[:] = rest[:first] + mine + rest[first:]
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    if SHARED not in getattr(item, "fixturenames", ()):
+        return
+    last = item.config.stash.get(LAST_USER, None)
+    if last is None:  # the run's items as selected (-m, -k), in the order above
+        users = [i.nodeid for i in item.session.items if SHARED in getattr(i, "fixturenames", ())]
+        last = item.config.stash[LAST_USER] = users[-1]
+    shared = getattr(item, "funcargs", {}).get(SHARED)
+    if item.nodeid == last and isinstance(shared, Clusters):
+        shared.stop()
 
 
 @pytest.fixture(scope="package")
