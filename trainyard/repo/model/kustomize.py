@@ -27,8 +27,6 @@ from trainyard.repo.model import build_cache, rawyaml, remote_refs
 from trainyard.repo.model.rendered import ORIGIN_ANNOTATION, Resource, tree_copy
 from trainyard.repo.model.repository import Repository, kustomization_file
 
-_Loader = rawyaml.SafeLoader
-
 INSTALL_HINT = (
     "run `make tools` (it builds the pinned kustomize from kube/kustomize/go.mod into .venv/bin), or install "
     "kustomize (https://kubectl.docs.kubernetes.io/installation/kustomize/)"
@@ -125,16 +123,16 @@ def remote_parts(repo: Repository, folder: Path) -> Remote:
     return Remote(tuple(urls), tuple(images))
 
 
-class _DocumentLoader(_Loader):  # type: ignore[misc,valid-type]
+class _DocumentLoader(rawyaml.SafeLoader):  # type: ignore[misc,valid-type]
     """The fast loader, with dates left as the strings go-yaml v2 (Argo CD's reader, sigs.k8s.io/yaml)
     makes of them when decoding into interface{} (go.yaml.in/yaml/v2@v2.4.4 decode.go scalar)."""
 
 
 _DocumentLoader.yaml_implicit_resolvers = {
     first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in _Loader.yaml_implicit_resolvers.items()
+    for first, resolvers in rawyaml.SafeLoader.yaml_implicit_resolvers.items()
 }
-_DocumentLoader.add_constructor("tag:yaml.org,2002:timestamp", _Loader.construct_yaml_str)
+_DocumentLoader.add_constructor("tag:yaml.org,2002:timestamp", rawyaml.SafeLoader.construct_yaml_str)
 
 
 def load_documents(text: str, where: str) -> list[dict]:

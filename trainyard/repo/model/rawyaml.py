@@ -29,11 +29,10 @@ from collections.abc import Iterator
 import yaml
 
 # libyaml's parser and emitter where PyYAML was built with it (its wheels are): the same safe schema
-# as yaml.safe_load and the same text as yaml.safe_dump (tests/trainyard/repo/model/test_rawyaml.py),
-# several times faster on renders
+# as yaml.safe_load; written text that reads back the same, and every generated file byte for byte as
+# yaml.safe_dump writes it (tests/trainyard/repo/model/test_rawyaml.py); several times faster on renders
 SafeLoader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 SafeDumper: type = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-_Loader = SafeLoader
 
 
 def safe_dump(doc: object, **options: object) -> str:
@@ -80,7 +79,7 @@ def compose(text: str) -> list[yaml.Node]:
     but with keys as written. Raises YamlRefused."""
     depth = 0
     try:
-        for event in yaml.parse(text, Loader=_Loader):
+        for event in yaml.parse(text, Loader=SafeLoader):
             if isinstance(event, yaml.CollectionStartEvent):
                 depth += 1
                 if depth > MAX_DEPTH:
@@ -89,7 +88,7 @@ def compose(text: str) -> list[yaml.Node]:
                     )
             elif isinstance(event, yaml.CollectionEndEvent):
                 depth -= 1
-        docs = [d for d in yaml.compose_all(text, Loader=_Loader) if d is not None]
+        docs = [d for d in yaml.compose_all(text, Loader=SafeLoader) if d is not None]
     except YamlRefused:
         raise
     except yaml.MarkedYAMLError as exc:
