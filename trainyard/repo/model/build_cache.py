@@ -1,10 +1,11 @@
 """``kustomize build`` results kept on disk, keyed by everything the build reads.
 
 The key of a folder's build is a SHA-256 over: the cache format, the kustomize version, the
-folder's path in the repository (the objects carry repository-relative origins), and the path and
-content of every file the build can read: every file of every kustomization folder it reaches
-(its own and the bases and components it references, recursively) and every file or folder
-named by a string in those kustomizations (patches, generators' files, replacements, ...). A
+folder's path in the repository (the objects carry repository-relative origins), and the path
+(relative to the repository) and content of every file the build can read: every file of every
+kustomization folder it reaches (its own and the bases and components it references,
+recursively) and every file or folder named by a string in those kustomizations (patches,
+generators' files, replacements, ...), so a clone or copy elsewhere reads the same entries. A
 folder that reaches a remote resource (a URL or a git repository) is not cached: its content is
 not in the repository. Every string of the kustomization's YAML is looked at, as written (keys,
 both sides of a key written twice, merged mappings): whichever reading kustomize makes of it, a
@@ -34,7 +35,7 @@ from trainyard.repo.model import rawyaml, remote_refs
 from trainyard.repo.model.rendered import Resource
 from trainyard.repo.model.repository import kustomization_file
 
-FORMAT = "trainyard-kustomize-cache/1"
+FORMAT = "trainyard-kustomize-cache/2"
 DEFAULT_DIR = ".trainyard-cache"
 ENV_DIR = "TRAINYARD_CACHE_DIR"
 
@@ -160,8 +161,10 @@ def key(
     h = hashlib.sha256()
     for part in (FORMAT, version, rel):
         h.update(part.encode() + b"\0")
+    # relative paths: the same files in another clone or copy of the repository build the same
+    root_text = str(root.resolve())
     for file in inputs(folder, root, listings):
-        h.update(str(file).encode() + b"\0" + digest(file).encode() + b"\0")
+        h.update(os.path.relpath(file, root_text).encode() + b"\0" + digest(file).encode() + b"\0")
     return h.hexdigest()
 
 

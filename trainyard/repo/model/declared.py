@@ -31,6 +31,7 @@ from trainyard.contract.errors import UserError, describe_fields
 from trainyard.contract.files import FileTooLarge, read_text_bounded
 from trainyard.contract.k8s import HOSTNAME_LABEL, is_dns1123_label, is_dns1123_subdomain
 from trainyard.contract.quantity import QuantityError, parse_quantity
+from trainyard.repo.model import rawyaml
 from trainyard.repo.model.repository import CLUSTERS, Repository
 
 FILE = "cluster.yaml"
@@ -190,7 +191,7 @@ def load(repo: Repository, cluster: str) -> ClusterFacts:
     path = repo.root / CLUSTERS / cluster / FILE
     rel = f"{CLUSTERS.as_posix()}/{cluster}/{FILE}"
     try:
-        data = yaml.safe_load(read_text_bounded(path))
+        data = yaml.load(read_text_bounded(path), Loader=rawyaml.SafeLoader)  # libyaml's parser where built
     except FileTooLarge as exc:
         raise DeclarationError(str(exc).replace(str(path), rel, 1)) from None
     except FileNotFoundError:

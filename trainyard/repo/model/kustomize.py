@@ -92,16 +92,31 @@ def kustomizations(folder: Path, root: Path) -> dict[Path, dict]:
     return found
 
 
+# kustomization text -> its mapping (never changed by a reader): every render reads the same few
+# dozen kustomizations again, and the bounded composer is pure Python
+_parsed: dict[str, dict] = {}
+
+
 def _kustomization(folder: Path) -> dict:
     file = kustomization_file(folder)
     if file is None:
         return {}
-    try:  # bounded: a job folder's kustomization is a user's file
-        docs = rawyaml.compose(file.read_text(encoding="utf-8"))
-        doc = rawyaml.to_python(docs[0]) if len(docs) == 1 else None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):  # YamlRefused is one
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
         return {}
-    return doc if isinstance(doc, dict) else {}
+    found = _parsed.get(text)
+    if found is None:
+        try:  # bounded: a job folder's kustomization is a user's file
+            docs = rawyaml.compose(text)
+            doc = rawyaml.to_python(docs[0]) if len(docs) == 1 else None
+        except yaml.YAMLError:  # YamlRefused is one
+            doc = None
+        found = doc if isinstance(doc, dict) else {}
+        if len(_parsed) >= 4096:
+            _parsed.clear()
+        _parsed[text] = found
+    return found
 
 
 def remote_parts(repo: Repository, folder: Path) -> Remote:

@@ -26,6 +26,7 @@ from typing import Any
 import jsonschema
 import jsonschema_rs
 import kubernetes_validate
+import orjson
 import referencing
 from kubernetes_validate import utils as kv_utils
 
@@ -280,8 +281,14 @@ _custom: dict[str, tuple[jsonschema.protocols.Validator, Any]] = {}
 
 def _custom_validators(openapi_schema: dict) -> tuple[jsonschema.protocols.Validator, Any]:
     # keyed by the schema's text: every render (each validate, each test's copy) loads the CRDs
-    # anew, and converting a large CRD again for each would cost more than the objects' checks
-    key = hashlib.sha256(json.dumps(openapi_schema, sort_keys=True, default=str).encode()).hexdigest()
+    # anew, and converting a large CRD again for each would cost more than the objects' checks.
+    # orjson: json.dumps of the large CRDs took as long as the checks themselves (a float NaN reads
+    # as null here, which no CRD kube-apiserver stores can hold: JSON has no NaN)
+    try:
+        text = orjson.dumps(openapi_schema, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)
+    except TypeError:  # an integer beyond 64 bits
+        text = json.dumps(openapi_schema, sort_keys=True, default=str).encode()
+    key = hashlib.sha256(text).hexdigest()
     entry = _custom.get(key)
     if entry is None:
         schema = structural(openapi_schema)

@@ -161,17 +161,19 @@ PROMETHEUS_OPERATOR_CRDS = tuple(
 )
 
 
-def bootstrap_crds(prometheus_operator: bool, *, progress: Progress = lambda _: None) -> list[dict]:
+def bootstrap_crds(prometheus_operator: bool, *, progress: Progress = lambda _: None, fresh: bool = True) -> list[dict]:
     """The CRDs a cluster serves before the repository's bootstrap, installed outside it and read
-    from their modules at the pinned releases (fresh copies): Argo CD's (Application,
-    ApplicationSet, AppProject), and Prometheus Operator's where the cluster's facts say it runs."""
-    docs = _release_crds("argocd", ARGOCD_CRDS, progress)
+    from their modules at the pinned releases: Argo CD's (Application, ApplicationSet,
+    AppProject), and Prometheus Operator's where the cluster's facts say it runs. Fresh copies
+    unless ``fresh`` is False: then the kept objects themselves, for a caller that only reads them
+    (copying Argo CD's large CRDs took a tenth of a validate)."""
+    docs = _release_crds("argocd", ARGOCD_CRDS, progress, fresh)
     if prometheus_operator:
-        docs += _release_crds("prometheus-operator", PROMETHEUS_OPERATOR_CRDS, progress)
+        docs += _release_crds("prometheus-operator", PROMETHEUS_OPERATOR_CRDS, progress, fresh)
     return docs
 
 
-def _release_crds(key: str, patterns: tuple[str, ...], progress: Progress) -> list[dict]:
+def _release_crds(key: str, patterns: tuple[str, ...], progress: Progress, fresh: bool) -> list[dict]:
     r = releases.BY_KEY[key]
 
     def read() -> list[tuple[dict, str]]:
@@ -188,7 +190,8 @@ def _release_crds(key: str, patterns: tuple[str, ...], progress: Progress) -> li
                         out.append((d, where))
         return out
 
-    return [tree_copy(d) for d in _cached(_key(f"{key}-crds", r.module, r.version, *patterns), read)]
+    kept = _cached(_key(f"{key}-crds", r.module, r.version, *patterns), read)
+    return [tree_copy(d) for d in kept] if fresh else list(kept)
 
 
 # --- helpers ------------------------------------------------------------------------------------

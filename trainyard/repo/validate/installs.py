@@ -68,7 +68,8 @@ def check_served(ctx: ClusterCheck) -> None:
     crds = [r.doc for r in ctx.resources if r.kind == CRD and r.group == "apiextensions.k8s.io"]
     operator = ctx.declared is not None and ctx.declared.prometheus_operator
     try:
-        crds += upstream.bootstrap_crds(operator)  # Argo CD's install (and the operator's) precede the bootstrap
+        # Argo CD's install (and the operator's) precede the bootstrap; only read here
+        crds += upstream.bootstrap_crds(operator, fresh=False)
     except UserError as exc:
         sources = "Argo CD's and Prometheus Operator's" if operator else "Argo CD's"
         ctx.err("kube/releases", f"{sources} CRDs cannot be read, so the kinds they serve are not checked: {exc}")

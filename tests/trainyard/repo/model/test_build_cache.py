@@ -4,6 +4,7 @@ corrupt, partial or misplaced entry is rebuilt, never trusted."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -119,6 +120,19 @@ def test_an_entry_stored_under_another_key_is_not_used(cached):
     after = build(repo)
     assert runs == [JOB, JOB] and disk.rejected == 1
     assert trainjob(after)["spec"]["trainer"]["numNodes"] == 3
+
+
+def test_a_copy_of_the_repository_elsewhere_reads_the_same_entries(cached, tmp_path_factory: pytest.TempPathFactory):
+    repo, disk, runs = cached
+    first = build(repo)
+    elsewhere = tmp_path_factory.mktemp("another") / "clone"
+    shutil.copytree(repo.root, elsewhere, ignore=shutil.ignore_patterns("cache"))
+    other = repository.load(elsewhere)
+    second = build(other)
+    assert runs == [JOB] and disk.hits == 1, "a copy at another path built again"
+    assert [(r.doc, r.origin, r.source) for r in second] == [(r.doc, r.origin, r.source) for r in first]
+    edit(other, f"{JOB}/job.yaml", "numNodes: 2", "numNodes: 3")
+    assert trainjob(build(other))["spec"]["trainer"]["numNodes"] == 3 and runs == [JOB, JOB]
 
 
 def test_the_key_covers_the_files_the_build_reads(repo_copy: repository.Repository):
