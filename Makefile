@@ -18,7 +18,7 @@ unexport PYTHONDONTWRITEBYTECODE
 .DEFAULT_GOAL := help
 # the install stamps are real targets, never intermediate files to delete
 .PRECIOUS: $(VENV)/.installed-%
-.PHONY: help setup test test-fast test-changed demo lint hooks validate bench tools kube kube-demo promtool redis clean
+.PHONY: help setup test test-fast test-changed demo lint hooks validate bench bench-scale tools kube kube-demo promtool redis clean
 
 help:
 	@echo "make demo      the main path end to end on local defaults: a TrainJob through the real"
@@ -31,6 +31,7 @@ help:
 	@echo "make lint      ruff (rules and format), mypy on the typed floors, the duplicate-fact check"
 	@echo "make hooks     have git refuse a commit subject over 72 characters (.githooks/commit-msg)"
 	@echo "make bench     benchmarks (figures, not pass/fail); needs wrk"
+	@echo "make bench-scale validate and render at scale: a 1,024-node cluster with up to 200 job folders"
 	@echo "make setup     create .venv and install .[dev] (done by the targets above)"
 	@echo "make promtool  install promtool (Debian's prometheus) for the alert rule tests (done by test, test-fast)"
 	@echo "make redis     install Debian's redis-server, which Argo CD needs in the cluster tier (done by test)"
@@ -155,6 +156,11 @@ bench: $(call STAMP,dev) tools kube
 	$(BIN)/python bench/webhook_limits.py
 	$(BIN)/python bench/validate.py
 	$(BIN)/python bench/apiserver_admission.py
+
+# validate and render offline at scale: the dev cluster declaring 1,024 nodes, 0 to 200 job folders
+# (bench/results/validate_scale.md); the cluster-side scale benchmarks are not written yet
+bench-scale: $(call STAMP,dev) tools
+	$(BIN)/python bench/validate.py --nodes 1024 --jobs 0,50,100,150,200 --out bench/results/validate_scale.md
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

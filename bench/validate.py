@@ -1,4 +1,5 @@
-"""``trainyard validate`` time: the repository as it is, and copies grown to N jobs.
+"""``trainyard validate`` and ``trainyard render`` time and memory: the repository as it is, and
+copies grown to N jobs (and, with ``--nodes``, a dev cluster of that many nodes).
 
 For each N, a copy of the repository gets N generated job folders in the dev cluster (written
 by ``trainyard new-job``'s own writer, a mix of 2-node TrainJobs, PyTorchJobs and TFJobs; a 2-node
@@ -8,12 +9,20 @@ once with ``--no-cache`` (every folder built by kustomize) and, with the build c
 first run, 3 times; the median counts. A least-squares line through (N, seconds) gives the cost per job; R² near
 1 and equal per-job costs over the lower and upper halves say the growth is linear.
 
-    .venv/bin/python bench/validate.py [--jobs 0,50,100,150,200] [--out bench/results/validate.md]
+``--nodes N`` makes the copies' dev cluster declare N nodes (its pool's count in
+clusters/dev/cluster.yaml, the generated queues and quotas written again by ``trainyard generate``),
+and each copy is also rendered (``trainyard render --cluster dev --out``, cache filled); every
+process's peak resident memory is read from the kernel's accounting of the finished child
+(``os.wait4``), and the table gives the largest of each kind.
+
+    .venv/bin/python bench/validate.py [--jobs 0,50,100,150,200] [--nodes 1024] [--out bench/results/validate.md]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -27,18 +36,49 @@ sys.path.insert(0, str(ROOT))
 
 from results import publish  # noqa: E402
 
+from trainyard.repo.generate import files  # noqa: E402
 from trainyard.repo.jobs.newjob import JobRequest, create  # noqa: E402
-from trainyard.repo.model import repository  # noqa: E402
+from trainyard.repo.model import declared, repository  # noqa: E402
 
 COPIED = ("base", "clusters", "overlays", "policies")
 KINDS = ("trainjob", "pytorch", "trainjob", "tf")
 
 
-def grow(root: Path, jobs: int) -> None:
+def set_nodes(root: Path, nodes: int) -> None:
+    """The dev cluster declares ``nodes`` nodes: its one pool's count."""
+    facts = root / "clusters" / "dev" / declared.FILE
+    text, count = re.subn(r"(?m)^(\s+count:) \d+", rf"\1 {nodes}", facts.read_text(encoding="utf-8"))
+    if count != 1:
+        raise SystemExit(f"{facts}: expected one node pool to scale, found {count}")
+    facts.write_text(text, encoding="utf-8")
+
+
+def grow(root: Path, jobs: int, nodes: int | None) -> None:
+    if nodes is not None:
+        set_nodes(root, nodes)
     repo = repository.load(root)
+    files.write(repo)  # the queues and quotas follow the facts
     for i in range(jobs):
         kind = KINDS[i % len(KINDS)]
         create(repo, JobRequest(name=f"bench-{kind}-{i:03d}", cluster="dev", kind=kind, nodes=2, gpus=1))
+
+
+# the largest peak resident memory of any process timed, by kind (MiB)
+PEAK: dict[str, float] = {}
+
+
+def timed(root: Path, what: str, command: list[str]) -> float:
+    """Seconds of one trainyard command in a fresh process; its peak memory kept in PEAK."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(command, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out = proc.stdout.read() if proc.stdout else b""
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"{what} failed in {root}:\n{out.decode(errors='replace')[-4000:]}")
+    PEAK[what] = max(PEAK.get(what, 0.0), usage.ru_maxrss / 1024)  # KiB on Linux
+    return elapsed
 
 
 def timed_validate(root: Path, cluster: str | None, cache: Path | None) -> float:
@@ -48,12 +88,14 @@ def timed_validate(root: Path, cluster: str | None, cache: Path | None) -> float
     command += ["--cache-dir", str(cache)] if cache is not None else ["--no-cache"]
     if cluster:
         command += ["--cluster", cluster]
-    start = time.perf_counter()
-    r = subprocess.run(command, cwd=root, capture_output=True, text=True)
-    elapsed = time.perf_counter() - start
-    if r.returncode != 0:
-        raise SystemExit(f"validate failed in {root}:\n{r.stdout}\n{r.stderr}")
-    return elapsed
+    return timed(root, "validate", command)
+
+
+def timed_render(root: Path, out: Path, cache: Path) -> float:
+    """Seconds of one ``trainyard render --cluster dev --out`` (the build cache at ``cache``)."""
+    shutil.rmtree(out, ignore_errors=True)
+    command = [sys.executable, "-m", "trainyard.cli", "render", "--cluster", "dev", "--out", str(out)]
+    return timed(root, "render", [*command, "--cache-dir", str(cache)])
 
 
 def cold_and_warm(root: Path, cluster: str | None, repeat: int, cache: Path) -> tuple[float, float]:
@@ -79,6 +121,7 @@ def fit(points: list[tuple[int, float]]) -> tuple[float, float, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", default="0,50,100,150,200", help="job counts to measure (default 0,50,100,150,200)")
+    parser.add_argument("--nodes", type=int, help="the dev cluster of the copies declares this many nodes")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "validate.md"))
     args = parser.parse_args()
@@ -91,29 +134,41 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="trainyard-bench-cache-") as cache:
         whole_cold, whole_warm = cold_and_warm(ROOT, None, args.repeat, Path(cache))
     print(f"repository, all clusters: {whole_cold:.2f} s without the build cache, {whole_warm:.2f} s with it")
-    cold_points, warm_points = [], []
+    cold_points, warm_points, render_points = [], [], []
     for n in counts:
         with tempfile.TemporaryDirectory(prefix="trainyard-bench-validate-") as tmp:
             root = Path(tmp)
             for name in COPIED:
                 shutil.copytree(ROOT / name, root / name)
-            grow(root, n)
+            grow(root, n, args.nodes)
             jobs = len([d for d in (root / "overlays" / "dev" / "jobs").iterdir() if d.is_dir()])
-            cold, warm = cold_and_warm(root, "dev", args.repeat, root / ".trainyard-cache")
+            cache = root / ".trainyard-cache"
+            cold, warm = cold_and_warm(root, "dev", args.repeat, cache)
+            rendered = statistics.median(timed_render(root, Path(tmp) / "render", cache) for _ in range(args.repeat))
         cold_points.append((jobs, cold))
         warm_points.append((jobs, warm))
-        print(f"dev with {jobs:4} jobs: {cold:6.2f} s without the build cache, {warm:6.2f} s with it", flush=True)
+        render_points.append((jobs, rendered))
+        print(
+            f"dev with {jobs:4} jobs: {cold:6.2f} s without the build cache, {warm:6.2f} s with it, "
+            f"render {rendered:6.2f} s",
+            flush=True,
+        )
+    nodes = f"{args.nodes} nodes declared" if args.nodes else "its own nodes"
     lines = [
         f"`trainyard validate` wall time, fresh process, median of {args.repeat}: without the build cache "
-        "(`--no-cache`: kustomize builds every folder) and with it filled (no folder changed since the last run).",
+        "(`--no-cache`: kustomize builds every folder) and with it filled (no folder changed since the last run); "
+        f"`trainyard render --cluster dev --out DIR` with the cache filled. The dev cluster of the copies: {nodes}.",
         "",
         f"Repository as it is ({len(clusters)} clusters, {len(all_jobs)} jobs): **{whole_cold:.2f} s** without the "
         f"build cache, **{whole_warm:.2f} s** with it.",
         "",
-        "| jobs in dev | seconds, no cache | per job (vs previous row) | seconds, cache filled | per job |",
-        "|---:|---:|---:|---:|---:|",
+        "| jobs in dev | seconds, no cache | per job (vs previous row) | seconds, cache filled | per job "
+        "| render, seconds |",
+        "|---:|---:|---:|---:|---:|---:|",
     ]
-    for i, ((jobs, cold), (_, warm)) in enumerate(zip(cold_points, warm_points, strict=True)):
+    for i, ((jobs, cold), (_, warm), (_, rendered)) in enumerate(
+        zip(cold_points, warm_points, render_points, strict=True)
+    ):
         steps = ["", ""]
         if i:
             prev = jobs - cold_points[i - 1][0]
@@ -121,9 +176,15 @@ def main() -> int:
                 f"{(cold - cold_points[i - 1][1]) / prev * 1000:.1f} ms",
                 f"{(warm - warm_points[i - 1][1]) / prev * 1000:.1f} ms",
             ]
-        lines.append(f"| {jobs} | {cold:.2f} | {steps[0]} | {warm:.2f} | {steps[1]} |")
+        lines.append(f"| {jobs} | {cold:.2f} | {steps[0]} | {warm:.2f} | {steps[1]} | {rendered:.2f} |")
     lines.append("")
-    for label, points in (("no cache", cold_points), ("cache filled", warm_points)):
+    lines.append(
+        "Peak resident memory of one process (the largest of all runs above): "
+        + ", ".join(f"{what} {mib:.0f} MiB" for what, mib in sorted(PEAK.items()))
+        + "."
+    )
+    lines.append("")
+    for label, points in (("no cache", cold_points), ("cache filled", warm_points), ("render", render_points)):
         slope, intercept, r2 = fit(points)
         half = len(points) // 2
         low = (points[half][1] - points[0][1]) / (points[half][0] - points[0][0])

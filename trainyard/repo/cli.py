@@ -5,8 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trainyard.contract.argv import AddParser
+
+if TYPE_CHECKING:  # the commands import the repository's modules when they run, not at start-up
+    from trainyard.repo.model.repository import Repository
 
 
 def register(add_parser: AddParser) -> None:
@@ -26,6 +30,7 @@ def register(add_parser: AddParser) -> None:
         metavar="DIR",
         help="write DIR/<cluster>/NN-<application>.yaml and an INDEX.txt instead of printing YAML",
     )
+    _cache_flags(p)
     p.set_defaults(func=_render)
 
     p = add_parser(
@@ -78,13 +83,7 @@ def register(add_parser: AddParser) -> None:
         "in their clusters, and print which and why; every cluster and job when base/, policies/, clusters/, a "
         "cluster's overlays/<c>/platform/ or the tooling changed. A bad ref exits 2",
     )
-    p.add_argument(
-        "--cache-dir",
-        metavar="DIR",
-        help="keep each folder's kustomize build in DIR, keyed by the content of every file it reads and the "
-        "kustomize version (default: $TRAINYARD_CACHE_DIR, else .trainyard-cache/ at the repository root)",
-    )
-    p.add_argument("--no-cache", action="store_true", help="build every folder with kustomize; read and write no cache")
+    _cache_flags(p)
     p.set_defaults(func=_validate)
 
     p = add_parser(
@@ -140,6 +139,24 @@ def register(add_parser: AddParser) -> None:
     p.set_defaults(func=_new_job, takes_passthrough=True)
 
 
+def _cache_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="keep each folder's kustomize build and each upstream render in DIR, keyed by the content of every "
+        "file it reads and the tools' versions (default: $TRAINYARD_CACHE_DIR, else .trainyard-cache/ at the "
+        "repository root)",
+    )
+    p.add_argument("--no-cache", action="store_true", help="build every folder with kustomize; read and write no cache")
+
+
+def _use_cache(args: argparse.Namespace, repo: Repository) -> None:
+    from trainyard.repo.model import build_cache, kustomize
+
+    if not args.no_cache:
+        kustomize.use_disk_cache(Path(args.cache_dir) if args.cache_dir else build_cache.default_directory(repo.root))
+
+
 def _print_problems(problems: list, *, quiet: bool) -> None:
     for p in problems:
         if quiet and p.severity != "error":
@@ -152,6 +169,7 @@ def _render(args: argparse.Namespace) -> int:
     from trainyard.repo.model import repository
 
     repo = repository.load()
+    _use_cache(args, repo)
     text, _ = render.render(repo, args.cluster or None, Path(args.out) if args.out else None)
     sys.stdout.write(text)
     return 0
@@ -195,11 +213,10 @@ def _generate(args: argparse.Namespace) -> int:
 
 def _validate(args: argparse.Namespace) -> int:
     from trainyard.repo import validate
-    from trainyard.repo.model import build_cache, kustomize, repository
+    from trainyard.repo.model import repository
 
     repo = repository.load()
-    if not args.no_cache:
-        kustomize.use_disk_cache(Path(args.cache_dir) if args.cache_dir else build_cache.default_directory(repo.root))
+    _use_cache(args, repo)
     clusters = [repo.require_cluster(c) for c in args.cluster] or None
     jobs = None
     if args.changed_since is not None:

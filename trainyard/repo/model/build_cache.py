@@ -35,7 +35,7 @@ from trainyard.repo.model import rawyaml, remote_refs
 from trainyard.repo.model.rendered import Resource
 from trainyard.repo.model.repository import kustomization_file
 
-FORMAT = "trainyard-kustomize-cache/2"
+FORMAT = "trainyard-kustomize-cache/3"
 DEFAULT_DIR = ".trainyard-cache"
 ENV_DIR = "TRAINYARD_CACHE_DIR"
 
@@ -172,9 +172,13 @@ def _refuse(value: object) -> object:
     raise TypeError(f"not JSON: {type(value).__name__}")
 
 
-def _payload(resources: list[Resource]) -> bytes:
+def _payload(resources: list[Resource]) -> tuple[bytes, str]:
+    """The objects as stored (their keys in the order kustomize wrote them, which `trainyard render`
+    prints) and the SHA-256 of their canonical form (keys sorted), which get() recomputes."""
     objects = [{"doc": r.doc, "origin": r.origin, "source": r.source} for r in resources]
-    return orjson.dumps(objects, option=orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_SORT_KEYS, default=_refuse)
+    stored = orjson.dumps(objects, option=orjson.OPT_PASSTHROUGH_DATETIME, default=_refuse)
+    canonical = orjson.dumps(objects, option=orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_SORT_KEYS, default=_refuse)
+    return stored, hashlib.sha256(canonical).hexdigest()
 
 
 class BuildCache:
@@ -228,10 +232,9 @@ class BuildCache:
         """Store ``resources`` under ``key`` (atomically); False when they are not plain JSON or
         the folder cannot be written (the build still counts, it is only not kept)."""
         try:
-            payload = _payload(resources)
+            payload, checksum = _payload(resources)
         except TypeError:
             return False
-        checksum = hashlib.sha256(payload).hexdigest()  # what get() recomputes from the parsed objects
         entry = b'{"format":%s,"key":%s,"sha256":%s,"objects":%s}' % (
             orjson.dumps(FORMAT),
             orjson.dumps(key),
