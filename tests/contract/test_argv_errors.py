@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import signal
+import subprocess
+import sys
 
 import pytest
 
@@ -66,3 +69,45 @@ def test_a_missing_package_is_a_usage_error_with_the_hint(capsys):
     assert "'torch'" in capsys.readouterr().err
     with pytest.raises(ModuleNotFoundError):  # without a hint it is a bug, not a user error
         errors.run(command)
+
+
+# A command that has started something and waits: SIGTERM must run its cleanup as Ctrl-C does.
+TERMINATED_COMMAND = """
+import sys, time
+from pathlib import Path
+from trainyard.contract.errors import run
+
+def command():
+    try:
+        print("started", flush=True)
+        time.sleep(60)
+    finally:
+        Path(sys.argv[1]).write_text("cleaned up")
+
+sys.exit(run(command))
+"""
+
+
+def test_sigterm_runs_the_commands_cleanup_and_exits_143(tmp_path):
+    marker = tmp_path / "marker"
+    argv = [sys.executable, "-c", TERMINATED_COMMAND, str(marker)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline() == "started\n"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == errors.EXIT_TERMINATED == 143
+    assert err == "terminated\n"
+    assert marker.read_text() == "cleaned up"
+
+
+def test_a_handler_already_set_is_left_in_place():
+    def mine(signum, frame):
+        raise AssertionError("not called")
+
+    seen = []
+    before = signal.signal(signal.SIGTERM, mine)
+    try:
+        assert errors.run(lambda: seen.append(signal.getsignal(signal.SIGTERM))) == errors.EXIT_OK
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert seen == [mine]

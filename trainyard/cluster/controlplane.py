@@ -155,7 +155,9 @@ def _fail(daemon: Daemon, what: str) -> ClusterError:
 
 
 def wait_ready(daemon: Daemon, ready: Callable[[], bool], what: str, timeout: float = READY_TIMEOUT) -> None:
-    """Poll ``ready`` until true; a clear error with the end of the log if ``daemon`` dies or stalls."""
+    """Poll ``ready`` until true; a clear error with the end of the log if ``daemon`` dies or stalls.
+    A daemon that does not become ready, or whose wait is interrupted (Ctrl-C, SIGTERM), is
+    stopped: its caller may not have recorded it anywhere ``down`` would find it yet."""
 
     def check() -> bool:
         if not daemon.alive():
@@ -168,7 +170,12 @@ def wait_ready(daemon: Daemon, ready: Callable[[], bool], what: str, timeout: fl
     try:
         wait_for(check, timeout=timeout, what=what, interval=0.1)
     except TimeoutError:
-        raise _fail(daemon, f"did not become ready ({what}) within {timeout:g} s") from None
+        error = _fail(daemon, f"did not become ready ({what}) within {timeout:g} s")
+        daemon.stop()
+        raise error from None
+    except BaseException:
+        daemon.stop()
+        raise
 
 
 def etcd_url(etcd: Daemon) -> str:

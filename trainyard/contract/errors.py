@@ -8,12 +8,15 @@ part of the CLI contract (README):
 - 1: a check found a problem (validation failed, a pod denied, a preflight check failed);
 - 2: bad input or usage (a file, a flag, a missing tool);
 - 3: NCCL does not use the transport the fabric promises;
-- 130: interrupted (Ctrl-C).
+- 130: interrupted (Ctrl-C);
+- 143: terminated (SIGTERM): what the command started is stopped and removed first, as on Ctrl-C.
 """
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -22,6 +25,15 @@ EXIT_CHECK_FAILED = 1
 EXIT_USAGE = 2
 EXIT_TRANSPORT = 3
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 128 + signal.SIGTERM
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is, so the cleanup that Ctrl-C runs (``finally``, ``with``,
+    ``except BaseException``) runs for it too: without a handler Python dies at once and leaves
+    what a command started (a control plane, network namespaces) running."""
+
+    exit_code = EXIT_TERMINATED
 
 
 class UserError(Exception):
@@ -78,6 +90,9 @@ def run(call: Callable[[], int | None], missing_hint: str | None = None) -> int:
     ``missing_hint``: what to say when a Python package the command needs is not installed
     (the single CLI leaves out the extras an image does not carry).
     """
+    # a command that serves (the webhook, the trainer) installs its own handler over this one
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminate)
     try:
         return int(call() or EXIT_OK)
     except UserError as exc:
@@ -88,8 +103,16 @@ def run(call: Callable[[], int | None], missing_hint: str | None = None) -> int:
             raise
         print(f"error: needs the Python package {exc.name!r}, which is not installed; {missing_hint}", file=sys.stderr)
         return EXIT_USAGE
+    except Terminated:
+        print("terminated", file=sys.stderr)
+        return EXIT_TERMINATED
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # the reader went away (| head): not an error
         return EXIT_OK
+
+
+def _terminate(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM while cleaning up ends the process
+    raise Terminated

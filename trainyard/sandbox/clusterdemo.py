@@ -49,7 +49,7 @@ from trainyard.cluster.controllers import INSTALLS, RESTARTING
 from trainyard.cluster.processes import Daemon
 from trainyard.cluster.webhook import WEBHOOK_NAME
 from trainyard.contract import reports
-from trainyard.contract.errors import UserError
+from trainyard.contract.errors import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, UserError
 from trainyard.contract.names import NETWORKS_ANNOTATION, SHM_PATH, TRAINER_REPOSITORY
 from trainyard.repo.jobs.preview import is_job
 from trainyard.repo.model import declared, repository
@@ -549,9 +549,12 @@ def report(outcome: Outcome) -> None:
 def main(args: argparse.Namespace) -> int:
     try:
         outcome = run(args)
+    except Terminated:
+        print("terminated; everything the demo started was stopped and removed", file=sys.stderr)
+        return EXIT_TERMINATED
     except KeyboardInterrupt:
         print("interrupted; everything the demo started was stopped and removed", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     report(outcome)
     if args.lose_node and not outcome.lost_node:
         raise UserError(

@@ -254,6 +254,8 @@ class LocalCluster:
         self.close()
         previous = self._previous_handlers.get(sig)
         signal.signal(sig, previous if callable(previous) else signal.SIG_DFL)
+        if callable(previous):  # the program's own (Ctrl-C's KeyboardInterrupt, the CLI's Terminated)
+            previous(sig, frame)
         raise KeyboardInterrupt if sig == signal.SIGINT else SystemExit(128 + sig)
 
     # -- pods

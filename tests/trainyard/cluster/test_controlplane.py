@@ -11,16 +11,18 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from trainyard.cluster import components, controlplane
-from trainyard.cluster.processes import listening, start_time
+from trainyard.cluster.processes import listening, start_time, wait_for
 from trainyard.contract.errors import UserError
 from trainyard.repo.model import gomodules
 
 pytestmark = pytest.mark.cluster
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 def _pids(folder: Path) -> list[int]:
@@ -130,3 +132,38 @@ def test_without_go_the_error_says_what_to_install(monkeypatch, tmp_path: Path):
     monkeypatch.setattr(gomodules, "GO_FALLBACKS", ())
     with pytest.raises(UserError, match=r"Go toolchain is not on PATH.*install Go >= 1\.26"):
         components.build("kube")
+
+
+def _processes_naming(folder: Path) -> list[str]:
+    """Processes whose command line names ``folder``: "pid: command"."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit() and int(proc.name) != os.getpid():
+            try:
+                cmdline = (proc / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if str(folder).encode() in cmdline:
+                found.append(f"{proc.name}: {cmdline.replace(bytes(1), b' ')[:120]!r}")
+    return found
+
+
+def test_a_sigterm_while_kube_apiserver_starts_leaves_nothing_running(tmp_path: Path):
+    """SIGTERM runs the cleanup Ctrl-C runs; a daemon whose readiness was being awaited, recorded
+    nowhere yet, is stopped too (it once kept running, orphaned, after the command had exited)."""
+    folder = tmp_path / "c"
+    argv = [sys.executable, "-m", "trainyard.cli", "cluster", "up", "--cluster", "dev", "--dir", str(folder)]
+    up = subprocess.Popen(
+        [*argv, "--no-controllers", "--no-argocd", "--no-kubelet"],
+        cwd=REPO_ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    log = folder / "logs" / "kube-apiserver.log"
+    wait_for(lambda: log.exists() or up.poll() is not None, timeout=120, what="kube-apiserver started", interval=0.02)
+    up.send_signal(signal.SIGTERM)
+    _, err = up.communicate(timeout=60)
+    assert up.returncode == 143, err
+    assert err.endswith("terminated\n")
+    assert _processes_naming(folder) == []
