@@ -13,7 +13,7 @@ first run, 3 times; the median counts. A least-squares line through (N, seconds)
 clusters/dev/cluster.yaml, the generated queues and quotas written again by ``trainyard generate``),
 and each copy is also rendered (``trainyard render --cluster dev --out``, cache filled); every
 process's peak resident memory is read from the kernel's accounting of the finished child
-(``os.wait4``), and the table gives the largest of each kind.
+(``os.wait4``), and each row gives the largest of each command.
 
     .venv/bin/python bench/validate.py [--jobs 0,50,100,150,200] [--nodes 1024] [--out bench/results/validate.md]
 """
@@ -135,7 +135,9 @@ def main() -> int:
         whole_cold, whole_warm = cold_and_warm(ROOT, None, args.repeat, Path(cache))
     print(f"repository, all clusters: {whole_cold:.2f} s without the build cache, {whole_warm:.2f} s with it")
     cold_points, warm_points, render_points = [], [], []
+    memory: list[tuple[float, float]] = []  # each row's peak MiB: validate, render
     for n in counts:
+        PEAK.clear()
         with tempfile.TemporaryDirectory(prefix="trainyard-bench-validate-") as tmp:
             root = Path(tmp)
             for name in COPIED:
@@ -148,9 +150,10 @@ def main() -> int:
         cold_points.append((jobs, cold))
         warm_points.append((jobs, warm))
         render_points.append((jobs, rendered))
+        memory.append((PEAK["validate"], PEAK["render"]))
         print(
             f"dev with {jobs:4} jobs: {cold:6.2f} s without the build cache, {warm:6.2f} s with it, "
-            f"render {rendered:6.2f} s",
+            f"render {rendered:6.2f} s; peak memory {memory[-1][0]:.0f} and {memory[-1][1]:.0f} MiB",
             flush=True,
         )
     nodes = f"{args.nodes} nodes declared" if args.nodes else "its own nodes"
@@ -163,11 +166,11 @@ def main() -> int:
         f"build cache, **{whole_warm:.2f} s** with it.",
         "",
         "| jobs in dev | seconds, no cache | per job (vs previous row) | seconds, cache filled | per job "
-        "| render, seconds |",
-        "|---:|---:|---:|---:|---:|---:|",
+        "| render, seconds | peak MiB, validate | peak MiB, render |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for i, ((jobs, cold), (_, warm), (_, rendered)) in enumerate(
-        zip(cold_points, warm_points, render_points, strict=True)
+    for i, ((jobs, cold), (_, warm), (_, rendered), (v_mib, r_mib)) in enumerate(
+        zip(cold_points, warm_points, render_points, memory, strict=True)
     ):
         steps = ["", ""]
         if i:
@@ -176,13 +179,10 @@ def main() -> int:
                 f"{(cold - cold_points[i - 1][1]) / prev * 1000:.1f} ms",
                 f"{(warm - warm_points[i - 1][1]) / prev * 1000:.1f} ms",
             ]
-        lines.append(f"| {jobs} | {cold:.2f} | {steps[0]} | {warm:.2f} | {steps[1]} | {rendered:.2f} |")
+        cells = [f"{cold:.2f}", steps[0], f"{warm:.2f}", steps[1], f"{rendered:.2f}", f"{v_mib:.0f}", f"{r_mib:.0f}"]
+        lines.append(f"| {jobs} | {' | '.join(cells)} |")
     lines.append("")
-    lines.append(
-        "Peak resident memory of one process (the largest of all runs above): "
-        + ", ".join(f"{what} {mib:.0f} MiB" for what, mib in sorted(PEAK.items()))
-        + "."
-    )
+    lines.append("Peak memory: the largest resident set of any one process of that row (`os.wait4`).")
     lines.append("")
     for label, points in (("no cache", cold_points), ("cache filled", warm_points), ("render", render_points)):
         slope, intercept, r2 = fit(points)

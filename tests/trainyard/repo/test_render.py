@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ from tests.trainyard.repo.conftest import REPO_ROOT
 from trainyard.cli import main
 from trainyard.repo.model import kustomize, repository, upstream
 from trainyard.repo.model.rendered import Resource
-from trainyard.repo.upstream import applications, appset, go_path
+from trainyard.repo.upstream import app_render, applications, appset, go_path
 
 CLUSTERS = ("dev", "prod-roce", "prod-ib")
 EXAMPLE_JOBS = {"dev": "mnist-ddp", "prod-roce": "llama-finetune", "prod-ib": "horovod"}
@@ -261,3 +262,21 @@ def test_render_out_never_deletes_foreign_files(tmp_path, capsys):
     assert main(["render", "--cluster", "dev", "--out", str(tmp_path)]) == 2
     assert "was not written by trainyard render" in capsys.readouterr().err
     assert (tmp_path / "dev" / "notes.txt").read_text() == "mine"
+
+
+def test_a_link_out_of_the_repository_stops_every_application_of_it_as_argo_cd_does(repo_copy):
+    os.symlink("/etc/passwd", repo_copy.root / "base" / "notes.txt")
+    render = app_render.render_cluster(repo_copy, "dev")
+    refused = [p.message for p in render.problems if "out-of-bounds symlinks" in p.message]
+    ours = [ar for ar in render.apps if ar.path is not None and not ar.self_reference]
+    assert ours and len(refused) == len(ours)
+    assert all("file: base/notes.txt" in m for m in refused)
+
+
+def test_the_checkout_is_searched_for_links_once_per_render(repo_copy, monkeypatch):
+    calls = []
+    real = app_render.out_of_bounds_symlink
+    monkeypatch.setattr(app_render, "out_of_bounds_symlink", lambda root: calls.append(root) or real(root))
+    render = app_render.render_cluster(repo_copy, "dev")
+    assert not render.problems and len(render.apps) > 10
+    assert calls == [repo_copy.root]  # the repo server checks a revision once, not per Application

@@ -96,17 +96,17 @@ def out_of_bounds_symlink(root: Path) -> str | None:
     return None
 
 
-def render_source(repo: Repository, app: Application) -> tuple[str, list[Resource]]:
-    """Render an Application whose source is this repository: (path, resources)."""
+_UNCHECKED = "(not checked)"
+
+
+def render_source(repo: Repository, app: Application, link: str | None = _UNCHECKED) -> tuple[str, list[Resource]]:
+    """Render an Application whose source is this repository: (path, resources). ``link``: what
+    :func:`out_of_bounds_symlink` found in the checkout, when the caller ran it once for every
+    Application (as the repo server does per revision; run per Application it made a render
+    quadratic in the job folders)."""
     src = app.source
     where, what = app.where(), f"Application {app.name}"
-    link = out_of_bounds_symlink(repo.root)
-    if link is not None:
-        raise ArgoError(
-            f"{where}: {what}: repository contains out-of-bounds symlinks. file: {link}: Argo CD's repo server "
-            "renders no Application of this repository while it holds a symbolic link that is absolute or leads "
-            "out of it; replace the link by the file"
-        )
+    _refuse_link(app, out_of_bounds_symlink(repo.root) if link == _UNCHECKED else link)
     for unsupported in ("kustomize", "helm", "plugin", "chart", "directory"):
         if unsupported in src:
             raise ArgoError(
@@ -197,6 +197,7 @@ def render_cluster(repo: Repository, cluster: str, *, workers: int = 8) -> Clust
         kube_version = None  # validate reports the cluster's facts on their own
     seen_paths = {entry}
     queue = _applications(root, repo, problems)
+    link = out_of_bounds_symlink(repo.root)  # the whole checkout, once for all its Applications
     with ThreadPoolExecutor(max_workers=workers) as pool:
         while queue:
             batch, queue = queue, []
@@ -234,7 +235,7 @@ def render_cluster(repo: Repository, cluster: str, *, workers: int = 8) -> Clust
                     ar.upstream = [
                         Upstream(u, url_revision(u), images=remote.images, remote_resource=True) for u in remote.urls
                     ]
-                    jobs.append((ar, pool.submit(_render_local_upstream, repo, app, path)))
+                    jobs.append((ar, pool.submit(_render_local_upstream, repo, app, path, link)))
                     continue
                 if app.source.get("targetRevision") not in (None, "", repo.revision, "HEAD"):
                     problems.append(
@@ -245,7 +246,7 @@ def render_cluster(repo: Repository, cluster: str, *, workers: int = 8) -> Clust
                             app.resource.describe(),
                         )
                     )
-                jobs.append((ar, pool.submit(render_source, repo, app)))
+                jobs.append((ar, pool.submit(render_source, repo, app, link)))
             for ar, fut in jobs:
                 try:
                     _, ar.resources = fut.result()
@@ -301,8 +302,20 @@ def _render_upstream(app: Application, kube_version: str | None) -> tuple[str, l
     return "", _finish(app, resources)
 
 
-def _render_local_upstream(repo: Repository, app: Application, path: str) -> tuple[str, list[Resource]]:
+def _refuse_link(app: Application, link: str | None) -> None:
+    if link is not None:
+        raise ArgoError(
+            f"{app.where()}: Application {app.name}: repository contains out-of-bounds symlinks. file: {link}: Argo "
+            "CD's repo server renders no Application of this repository while it holds a symbolic link that is "
+            "absolute or leads out of it; replace the link by the file"
+        )
+
+
+def _render_local_upstream(
+    repo: Repository, app: Application, path: str, link: str | None
+) -> tuple[str, list[Resource]]:
     """A folder of this repository whose kustomizations list upstream files by URL."""
+    _refuse_link(app, link)  # the repo server checks the checkout for any source of this repository
     try:
         resources = upstream.render_local(repo, repo.root / path)
     except upstream.UpstreamError as exc:
