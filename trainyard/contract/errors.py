@@ -33,8 +33,6 @@ class Terminated(KeyboardInterrupt):
     ``except BaseException``) runs for it too: without a handler Python dies at once and leaves
     what a command started (a control plane, network namespaces) running."""
 
-    exit_code = EXIT_TERMINATED
-
 
 class UserError(Exception):
     """Something the user can fix: bad input, a missing tool, a failed check.
@@ -103,14 +101,18 @@ def run(call: Callable[[], int | None], missing_hint: str | None = None) -> int:
             raise
         print(f"error: needs the Python package {exc.name!r}, which is not installed; {missing_hint}", file=sys.stderr)
         return EXIT_USAGE
-    except Terminated:
-        print("terminated", file=sys.stderr)
-        return EXIT_TERMINATED
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:
+        word, status = interruption(exc)
+        print(word, file=sys.stderr)
+        return status
     except BrokenPipeError:  # the reader went away (| head): not an error
         return EXIT_OK
+
+
+def interruption(exc: KeyboardInterrupt) -> tuple[str, int]:
+    """What stopped a command and its exit status: ("terminated", 143) for SIGTERM, else
+    ("interrupted", 130) for Ctrl-C."""
+    return ("terminated", EXIT_TERMINATED) if isinstance(exc, Terminated) else ("interrupted", EXIT_INTERRUPTED)
 
 
 def _terminate(signum: int, frame: object) -> None:

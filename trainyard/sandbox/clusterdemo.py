@@ -49,7 +49,7 @@ from trainyard.cluster.controllers import INSTALLS, RESTARTING
 from trainyard.cluster.processes import Daemon
 from trainyard.cluster.webhook import WEBHOOK_NAME
 from trainyard.contract import reports
-from trainyard.contract.errors import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, UserError
+from trainyard.contract.errors import UserError, interruption
 from trainyard.contract.names import NETWORKS_ANNOTATION, SHM_PATH, TRAINER_REPOSITORY
 from trainyard.repo.jobs.preview import is_job
 from trainyard.repo.model import declared, repository
@@ -549,12 +549,10 @@ def report(outcome: Outcome) -> None:
 def main(args: argparse.Namespace) -> int:
     try:
         outcome = run(args)
-    except Terminated:
-        print("terminated; everything the demo started was stopped and removed", file=sys.stderr)
-        return EXIT_TERMINATED
-    except KeyboardInterrupt:
-        print("interrupted; everything the demo started was stopped and removed", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:
+        word, status = interruption(exc)
+        print(f"{word}; everything the demo started was stopped and removed", file=sys.stderr)
+        return status
     report(outcome)
     if args.lose_node and not outcome.lost_node:
         raise UserError(

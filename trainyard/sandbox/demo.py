@@ -54,7 +54,7 @@ import orjson
 from trainer import options
 from trainyard.contract import reports
 from trainyard.contract.argv import split_passthrough
-from trainyard.contract.errors import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, UserError
+from trainyard.contract.errors import UserError, interruption
 from trainyard.contract.names import KUEUE_TOPOLOGY_GATE, SHM_VOLUME, TRAINER_REPOSITORY
 from trainyard.repo import validate
 from trainyard.repo.generate import mutating_harness, mutating_policy
@@ -585,12 +585,10 @@ def main(args: argparse.Namespace) -> int:
         return run_policy(args)
     try:
         summary = run(args)
-    except Terminated:
-        print("terminated; everything the demo started was stopped and removed", file=sys.stderr)
-        return EXIT_TERMINATED
-    except KeyboardInterrupt:
-        print("interrupted; everything the demo started was stopped and removed", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:
+        word, status = interruption(exc)
+        print(f"{word}; everything the demo started was stopped and removed", file=sys.stderr)
+        return status
     report(summary)
     if args.summary:
         Path(args.summary).write_bytes(orjson.dumps(asdict(summary), option=orjson.OPT_INDENT_2))

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.test_demo import processes_under
 from trainyard.cluster import components, controlplane
 from trainyard.cluster.processes import listening, start_time, wait_for
 from trainyard.contract.errors import UserError
@@ -134,20 +135,6 @@ def test_without_go_the_error_says_what_to_install(monkeypatch, tmp_path: Path):
         components.build("kube")
 
 
-def _processes_naming(folder: Path) -> list[str]:
-    """Processes whose command line names ``folder``: "pid: command"."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit() and int(proc.name) != os.getpid():
-            try:
-                cmdline = (proc / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if str(folder).encode() in cmdline:
-                found.append(f"{proc.name}: {cmdline.replace(bytes(1), b' ')[:120]!r}")
-    return found
-
-
 def test_a_sigterm_while_kube_apiserver_starts_leaves_nothing_running(tmp_path: Path):
     """SIGTERM runs the cleanup Ctrl-C runs; a daemon whose readiness was being awaited, recorded
     nowhere yet, is stopped too (it once kept running, orphaned, after the command had exited)."""
@@ -166,4 +153,4 @@ def test_a_sigterm_while_kube_apiserver_starts_leaves_nothing_running(tmp_path: 
     _, err = up.communicate(timeout=60)
     assert up.returncode == 143, err
     assert err.endswith("terminated\n")
-    assert _processes_naming(folder) == []
+    assert processes_under(folder) == []

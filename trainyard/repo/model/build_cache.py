@@ -35,7 +35,7 @@ from trainyard.repo.model import rawyaml, remote_refs
 from trainyard.repo.model.rendered import Resource
 from trainyard.repo.model.repository import kustomization_file
 
-FORMAT = "trainyard-kustomize-cache/3"
+FORMAT = "trainyard-kustomize-cache/4"
 DEFAULT_DIR = ".trainyard-cache"
 ENV_DIR = "TRAINYARD_CACHE_DIR"
 
@@ -172,13 +172,11 @@ def _refuse(value: object) -> object:
     raise TypeError(f"not JSON: {type(value).__name__}")
 
 
-def _payload(resources: list[Resource]) -> tuple[bytes, str]:
-    """The objects as stored (their keys in the order kustomize wrote them, which `trainyard render`
-    prints) and the SHA-256 of their canonical form (keys sorted), which get() recomputes."""
+def _payload(resources: list[Resource]) -> bytes:
+    """The objects as stored, their keys in the order kustomize wrote them (which `trainyard render`
+    prints); orjson keeps that order both ways, so get() serialises what it parsed to the same bytes."""
     objects = [{"doc": r.doc, "origin": r.origin, "source": r.source} for r in resources]
-    stored = orjson.dumps(objects, option=orjson.OPT_PASSTHROUGH_DATETIME, default=_refuse)
-    canonical = orjson.dumps(objects, option=orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_SORT_KEYS, default=_refuse)
-    return stored, hashlib.sha256(canonical).hexdigest()
+    return orjson.dumps(objects, option=orjson.OPT_PASSTHROUGH_DATETIME, default=_refuse)
 
 
 class BuildCache:
@@ -217,7 +215,7 @@ class BuildCache:
                 entry["format"] == FORMAT
                 and entry["key"] == key
                 and isinstance(objects, list)
-                and hashlib.sha256(orjson.dumps(objects, option=orjson.OPT_SORT_KEYS)).hexdigest() == entry["sha256"]
+                and hashlib.sha256(orjson.dumps(objects)).hexdigest() == entry["sha256"]
             )
             resources = [Resource(doc=o["doc"], origin=o["origin"], source=o["source"]) for o in objects]
         except (orjson.JSONDecodeError, KeyError, TypeError):
@@ -232,9 +230,10 @@ class BuildCache:
         """Store ``resources`` under ``key`` (atomically); False when they are not plain JSON or
         the folder cannot be written (the build still counts, it is only not kept)."""
         try:
-            payload, checksum = _payload(resources)
+            payload = _payload(resources)
         except TypeError:
             return False
+        checksum = hashlib.sha256(payload).hexdigest()  # what get() recomputes from the parsed objects
         entry = b'{"format":%s,"key":%s,"sha256":%s,"objects":%s}' % (
             orjson.dumps(FORMAT),
             orjson.dumps(key),

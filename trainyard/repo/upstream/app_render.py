@@ -96,17 +96,14 @@ def out_of_bounds_symlink(root: Path) -> str | None:
     return None
 
 
-_UNCHECKED = "(not checked)"
-
-
-def render_source(repo: Repository, app: Application, link: str | None = _UNCHECKED) -> tuple[str, list[Resource]]:
+def render_source(repo: Repository, app: Application, link: str | None) -> tuple[str, list[Resource]]:
     """Render an Application whose source is this repository: (path, resources). ``link``: what
-    :func:`out_of_bounds_symlink` found in the checkout, when the caller ran it once for every
-    Application (as the repo server does per revision; run per Application it made a render
-    quadratic in the job folders)."""
+    :func:`out_of_bounds_symlink` found in the checkout, run once for all its Applications (as the
+    repo server does per revision; run per Application it made a render quadratic in the job
+    folders)."""
     src = app.source
     where, what = app.where(), f"Application {app.name}"
-    _refuse_link(app, out_of_bounds_symlink(repo.root) if link == _UNCHECKED else link)
+    _refuse_link(app, link)
     for unsupported in ("kustomize", "helm", "plugin", "chart", "directory"):
         if unsupported in src:
             raise ArgoError(
