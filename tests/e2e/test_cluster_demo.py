@@ -50,6 +50,12 @@ def test_the_demo_runs_a_trainjob_through_the_controllers_to_complete(tmp_path):
     assert f"api: Pod {killed.group(1)}: Running on lab-gpu-" in out and "restarts 1" in out
     assert f"resumed from committed step {killed.group(2)}" in out
     # Argo CD's health checks, run on the live objects, follow the job to its end
+    # the controllers' Deployments are Available once their pods answer their readiness probes
+    # (played by the controllers up runs): Argo CD finds those Applications Healthy
+    healthy = re.search(r"argocd: Healthy: (.*)", out)
+    assert healthy, out[-4000:]
+    for app in ("trainyard-trainer", "trainyard-training-operator", "dev-job-smoke-ddp"):
+        assert app in healthy.group(1).split(", "), healthy.group(1)
     assert "api: TrainJob smoke-ddp: Complete  [Argo CD health Healthy" in out
     assert "api: PyTorchJob mnist-ddp: Succeeded  [Argo CD health Healthy" in out
     assert re.search(r"api: Workload trainjob-smoke-ddp-\w+: Finished .*\[Argo CD health Healthy", out)

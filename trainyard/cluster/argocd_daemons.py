@@ -351,6 +351,20 @@ def wait_settled(kube, names: list[str], timeout: float, progress: Progress) -> 
     raise UserError(f"Argo CD did not settle within {timeout:g} s:\n{said}")
 
 
+def health(kube) -> dict[str, list[str]]:
+    """Each Application's health as Argo CD reports it, by status: the names, with Argo CD's
+    reason (its health message, cut short) for any not Healthy."""
+    by: dict[str, list[str]] = {}
+    for app in kube.get(APPLICATIONS)["items"]:
+        h = (app.get("status") or {}).get("health") or {}
+        status, message = str(h.get("status", "Unknown")), " ".join(str(h.get("message", "")).split())
+        name = app["metadata"]["name"]
+        if status != "Healthy" and message:
+            name += f" ({message[:157] + '...' if len(message) > 160 else message})"
+        by.setdefault(status, []).append(name)
+    return {k: sorted(v) for k, v in sorted(by.items())}
+
+
 # what an operation says while it waits for objects to be healthy (gitops-engine@v3.6.2:
 # pkg/sync/sync_context.go setRunningPhase: "waiting for %s %s/%s/%s", reason "healthy state of")
 WAITING_FOR_HEALTH = "waiting for healthy state of "

@@ -35,9 +35,13 @@ What differs from a pod, and why:
   pair, whose serving certificate also names 127.0.0.1 (for the readiness check); the rotator
   keeps it, mounts it and injects its CA into the configurations, as in a cluster, and reports
   ready only once it has (rotator.go ensureReady).
-- Kueue's VisibilityOnDemand API (an APIService) is turned off: serving it takes the aggregation
-  layer's front-proxy client certificates, which this control plane does not configure, and an
-  unavailable APIService breaks discovery for every client.
+- Kueue's visibility API (VisibilityOnDemand, an aggregated API behind two APIServices) listens
+  on a free loopback port, its Service routed there as the webhooks' are; it writes its
+  self-signed serving certificate to ``/visibility`` (hard-coded), a folder of its own bind-mounted
+  there (the mount point is made on the host's root, empty); kube-apiserver proxies to it with
+  the front proxy's client certificate (pki.py). The APIServices are left to Argo CD's sync.
+- The sandbox's kubelet reports each Deployment's pods as the controller's process, Ready as their
+  readiness probe says when sent to the moved health port (trainyard/sandbox/played.py).
 """
 
 from __future__ import annotations
@@ -90,7 +94,10 @@ class Controller:
     secret: str  # the Secret the rotator keeps
     # moves its listeners to the given free ports (in its config, or as flags it returns)
     ports: Callable[[dict, dict[str, int]], list[str]]
-    extra_args: tuple[str, ...] = ()
+    # an aggregated API it serves: its Service, whose port 443 is routed to ports["visibility"],
+    # and the path it writes its self-signed serving certificate to (a folder of its own)
+    api_service: str = ""
+    api_cert_dir: str = ""
 
 
 @dataclass(frozen=True)
@@ -111,6 +118,13 @@ def _serving_ports(config: dict, ports: dict[str, int]) -> list[str]:
     if "statusServer" in config:  # Trainer v2.3's runtime status endpoint (:10443)
         config["statusServer"]["port"] = ports["status"]
     return []
+
+
+def _kueue_ports(config: dict, ports: dict[str, int]) -> list[str]:
+    """The controller-runtime listeners, and the visibility API server's
+    (kueue@v0.19.2 apis/config/v1beta2 VisibilityServerConfiguration; 0.0.0.0:8082 by default)."""
+    config["visibilityServer"] = {"bindAddress": "127.0.0.1", "bindPort": ports["visibility"]}
+    return _serving_ports(config, ports)
 
 
 def _operator_ports(config: dict, ports: dict[str, int]) -> list[str]:
@@ -137,8 +151,10 @@ INSTALLS: tuple[Install, ...] = (
                 "kueue-ca",
                 "kueue-webhook-service",
                 "kueue-webhook-server-cert",
-                _serving_ports,
-                ("--feature-gates=VisibilityOnDemand=false",),
+                _kueue_ports,
+                # kueue@v0.19.2 pkg/visibility/server.go: certDir, the service of its APIServices
+                api_service="kueue-visibility-server",
+                api_cert_dir="/visibility",
             ),
         ),
     ),
@@ -337,7 +353,7 @@ def start_install(
     certs: dict[str, dict[str, bytes]] = {}
     plans = []
     for c in install.controllers:
-        ports = {name: free_port() for name in ("health", "metrics", "webhook", "status")}
+        ports = {name: free_port() for name in ("health", "metrics", "webhook", "status", "visibility")}
         certs[c.secret] = rotator_secret_data(c.ca, f"{c.service}.{install.namespace}.svc")
         plans.append((c, ports))
     present = {d["metadata"]["name"] for d in docs if d["kind"] == "Secret"}
@@ -359,6 +375,8 @@ def start_install(
     for c, ports in plans:
         said = services.route(kube, install.namespace, c.service, ports["webhook"])
         progress(f"  {said}")
+        if c.api_service:
+            progress(f"  {services.route(kube, install.namespace, c.api_service, ports['visibility'])}")
         hooks = [
             (d["kind"], d["metadata"]["name"]) for d in docs if d["kind"] in WEBHOOK_KINDS and c.service in _services(d)
         ]
@@ -427,11 +445,40 @@ def _start(
     host, port = server.removeprefix("https://").rsplit(":", 1)
     env.update(_container_env(container, install.namespace, pod))
     env.update({"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port, "POD_NAME": pod})
-    argv = [str(bins / c.binary), *args, *extra, *c.extra_args]
+    argv = [str(bins / c.binary), *args, *extra]
     mounts = {CERT_DIR: cert_dir, SA_DIR: sa_dir}
+    if c.api_cert_dir:
+        mounts[c.api_cert_dir] = home / "api-certs"
+        mounts[c.api_cert_dir].mkdir(mode=0o700, exist_ok=True)
     log = work.parent.parent / "logs" / f"{c.binary}.log"
-    daemon = spawn(c.binary, _mount_wrapper(mounts, argv), log, ports=tuple(ports.values()), env=env)
+    daemon = spawn(
+        c.binary,
+        _mount_wrapper(mounts, argv),
+        log,
+        ports=tuple(ports.values()),
+        env=env,
+        plays=f"{install.namespace}/{c.deployment}",
+        probe_port=_probe_port(install, c, container, ports),
+    )
     return Running(c, daemon, ports, f"https://127.0.0.1:{ports['webhook']}", certs[c.secret]["ca.crt"])
+
+
+HEALTH_PORT = 8081  # controller-runtime's health-probe listener in each release's Deployment
+
+
+def _probe_port(install: Install, c: Controller, container: dict, ports: dict[str, int]) -> int:
+    """Where the sandbox's kubelet sends the Deployment's readiness probe: the health listener,
+    moved to a free port. Each release probes controller-runtime's /readyz there; a probe elsewhere
+    would test something this process does not answer, so it is refused by name."""
+    probe = (container.get("readinessProbe") or {}).get("httpGet") or {}
+    port = probe.get("port")
+    named = {p.get("name"): p.get("containerPort") for p in container.get("ports") or []}
+    if named.get(port, port) != HEALTH_PORT:
+        raise ControllerError(
+            f"{install.app}: Deployment {c.deployment}'s readiness probe ({probe or 'none'}) is not an HTTP GET "
+            f"on the health listener (port {HEALTH_PORT}), which a local controller answers"
+        )
+    return ports["health"]
 
 
 def _injected(kube: Kube, webhooks: list[tuple[str, str]]) -> bool:

@@ -242,6 +242,15 @@ def _apiserver_argv(kube: str, paths: Paths, etcd: Daemon, port: int, version: s
         f"--tls-cert-file={p.cert('apiserver')}",
         f"--tls-private-key-file={p.key('apiserver')}",
         f"--client-ca-file={p.ca}",
+        # the aggregation layer's front proxy, as kubeadm configures it
+        # (k8s.io/kubernetes@v1.36.5: cmd/kubeadm/app/phases/controlplane/manifests.go)
+        "--requestheader-username-headers=X-Remote-User",
+        "--requestheader-group-headers=X-Remote-Group",
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+        f"--requestheader-client-ca-file={p.front_proxy_ca}",
+        f"--requestheader-allowed-names={pki.FRONT_PROXY_CLIENT}",
+        f"--proxy-client-cert-file={p.cert(pki.FRONT_PROXY_CLIENT)}",
+        f"--proxy-client-key-file={p.key(pki.FRONT_PROXY_CLIENT)}",
         "--authorization-mode=Node,RBAC",
         f"--service-account-issuer=https://127.0.0.1:{port}",
         f"--service-account-key-file={p.service_account_pub}",

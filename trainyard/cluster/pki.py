@@ -14,6 +14,11 @@ peer certificate and kube-apiserver's etcd client certificate only, so that no o
 the cluster's CA (the admin, the controllers) can talk to etcd directly and bypass
 kube-apiserver's authorization. etcd requires a client certificate from it.
 
+The front proxy has a CA of its own too, with kubeadm's names (``front-proxy-ca``,
+``front-proxy-client``, constants.go): kube-apiserver presents that client certificate when it
+proxies a request to an aggregated API server (Kueue's visibility API), which trusts the user and
+groups it names in headers only from a client of that CA, never from the cluster's other clients.
+
 Every file is written with :func:`trainyard.contract.files.write_private`: keys readable by their
 owner only, created exclusively under a temporary name, never through a link.
 """
@@ -48,6 +53,7 @@ CLIENTS = {
 
 ETCD_SERVER = "etcd-server"  # etcd's serving certificate, also its peer certificate (both purposes)
 ETCD_CLIENT = "apiserver-etcd-client"  # kube-apiserver's client certificate to etcd (kubeadm's name)
+FRONT_PROXY_CLIENT = "front-proxy-client"  # the name and common name kubeadm gives it
 
 
 @dataclass(frozen=True)
@@ -79,6 +85,10 @@ class Pki:
         context = ssl.create_default_context(cafile=str(self.etcd_ca))
         context.load_cert_chain(str(self.cert(identity)), str(self.key(identity)))
         return context
+
+    @property
+    def front_proxy_ca(self) -> Path:
+        return self.folder / "front-proxy-ca.crt"
 
     @property
     def service_account_key(self) -> Path:
@@ -114,6 +124,9 @@ def create(folder: Path) -> Pki:
     server = certs.serving_certificate(etcd_ca, ["localhost"], loopback, DAYS, also_client=True)
     write_pair(pki, ETCD_SERVER, *server)
     write_pair(pki, ETCD_CLIENT, *certs.client_certificate(etcd_ca, "kube-apiserver-etcd-client", DAYS))
+    proxy_ca = certs.new_ca(DAYS)
+    write_private(pki.front_proxy_ca, proxy_ca[0].public_bytes(pem), 0o644)
+    write_pair(pki, FRONT_PROXY_CLIENT, *certs.client_certificate(proxy_ca, FRONT_PROXY_CLIENT, DAYS))
     # ES256 service-account tokens: kube-apiserver accepts an ECDSA signing key
     # (k8s.io/kubernetes@v1.36.5:pkg/serviceaccount/jwt.go signerFromECDSAPrivateKey).
     sa = ec.generate_private_key(ec.SECP256R1())

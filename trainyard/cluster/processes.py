@@ -158,13 +158,17 @@ def is_ours(pid: int, started: int) -> bool:
 
 @dataclass
 class Daemon:
-    """One started process: its name, pid, start time, log file and the ports it listens on."""
+    """One started process: its name, pid, start time, log file and the ports it listens on; for a
+    process that plays a Deployment's container, the Deployment (``namespace/name``, whose pods the
+    sandbox's kubelet reports as this process) and the port its readiness probe is answered on."""
 
     name: str
     pid: int
     started: int
     log: str
     ports: tuple[int, ...] = ()
+    plays: str = ""
+    probe_port: int = 0
 
     def alive(self) -> bool:
         return is_ours(self.pid, self.started)
@@ -205,6 +209,8 @@ class Daemon:
             started=int(data["started"]),
             log=str(data["log"]),
             ports=tuple(int(p) for p in data.get("ports", ())),
+            plays=str(data.get("plays", "")),
+            probe_port=int(data.get("probe_port", 0)),
         )
 
 
@@ -226,7 +232,16 @@ def _reap(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
 
 
-def spawn(name: str, argv: list[str], log: Path, ports: tuple[int, ...] = (), env: dict | None = None) -> Daemon:
+def spawn(
+    name: str,
+    argv: list[str],
+    log: Path,
+    ports: tuple[int, ...] = (),
+    env: dict | None = None,
+    *,
+    plays: str = "",
+    probe_port: int = 0,
+) -> Daemon:
     """Start ``argv`` in a new session, stdout and stderr to ``log``."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
@@ -236,4 +251,4 @@ def spawn(name: str, argv: list[str], log: Path, ports: tuple[int, ...] = (), en
     started = start_time(proc.pid)
     if started is None:  # exited at once: report it through the caller's readiness check
         started = -1
-    return Daemon(name=name, pid=proc.pid, started=started, log=str(log), ports=ports)
+    return Daemon(name, proc.pid, started, str(log), ports, plays, probe_port)

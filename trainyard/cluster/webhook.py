@@ -140,7 +140,10 @@ class LocalFabricWebhook:
         if self.client_ca:
             argv += ["--client-ca", str(self.client_ca)]
         self.probes = probes
-        return spawn("trainyard-webhook", argv, self.folder.parent / "logs" / "webhook.log", (self.port, probes))
+        deployment = _find(self.render, "Deployment", WEBHOOK_NAME)
+        plays = f"{deployment.namespace}/{WEBHOOK_NAME}" if deployment is not None else ""
+        log = self.folder.parent / "logs" / "webhook.log"
+        return spawn(WEBHOOK_NAME, argv, log, (self.port, probes), plays=plays, probe_port=probes)
 
     def wait(self, daemon: Daemon) -> None:
         probe = f"http://127.0.0.1:{self.probes}/readyz"

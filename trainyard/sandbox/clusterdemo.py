@@ -273,7 +273,11 @@ def run(args: argparse.Namespace) -> Outcome:
         stack.callback(lambda: controlplane.down(folder))
         kube = stack.enter_context(started.client())
         cm = kube.get("/api/v1/namespaces/argocd/configmaps/argocd-cm").get("data") or {}
-        kubelet = stack.enter_context(sandbox_kubelet(kube, facts, work, lambda line: say(f"      kubelet: {line}")))
+        kubelet = stack.enter_context(
+            sandbox_kubelet(
+                kube, facts, work, lambda line: say(f"      kubelet: {line}"), players=lambda: started.state.daemons
+            )
+        )
         say(f"[3/{STEPS}] nodes: the sandbox registers the declared nodes and is their kubelet")
         nodes = kubelet.register()
         say(f"      {len(nodes)} nodes Ready: {', '.join(nodes)}")
@@ -299,15 +303,18 @@ def run(args: argparse.Namespace) -> Outcome:
         outcome.plot = plot(outcome.metrics, job, report_dir / f"{job}.png", fault)
         outcome.report_file = report_dir / f"{job}.txt"
         outcome.seconds = time.monotonic() - t0
+        for status, names in argocd_daemons.health(kube).items():  # the platform's, with the job's
+            say(f"      argocd: {status}: {', '.join(names)}")
         say(f"[{STEPS}/{STEPS}] stopping: pods, controllers, the control plane; namespaces and bridges removed")
     return outcome
 
 
 @contextlib.contextmanager
-def sandbox_kubelet(kube: Kube, facts, work: Path, progress) -> Iterator[Kubelet]:
+def sandbox_kubelet(kube: Kube, facts, work: Path, progress, players=list) -> Iterator[Kubelet]:
     """The sandbox as the kubelet of ``facts``' nodes: pods in network namespaces under
-    ``work/pods``, the trainer image run as ``trainyard launch`` from this environment. Stopped,
-    its pods and namespaces removed, on leaving."""
+    ``work/pods``, the trainer image run as ``trainyard launch`` from this environment, and the
+    pods of Deployments a local process plays (``players``: the cluster's daemons) reported as that
+    process. Stopped, its pods and namespaces removed, on leaving."""
     nads = kube.get("/apis/k8s.cni.cncf.io/v1/network-attachment-definitions")["items"]
     base_env = {
         "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
@@ -317,7 +324,7 @@ def sandbox_kubelet(kube: Kube, facts, work: Path, progress) -> Iterator[Kubelet
     }
     cluster = LocalCluster(work / "pods", nads, {TRAINER_REPOSITORY: LAUNCH}, base_env=base_env, isolate=True)
     try:
-        kubelet = Kubelet(kube, facts, cluster, progress=progress)
+        kubelet = Kubelet(kube, facts, cluster, progress=progress, players=players)
         try:
             yield kubelet
         finally:

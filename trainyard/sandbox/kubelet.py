@@ -23,8 +23,10 @@ terminated reason, ``lastState``) and kuberuntime/kuberuntime_manager.go doBackO
 
 Not a kubelet: images are not pulled. A container whose image has no local entrypoint (the
 trainer image runs ``trainyard launch``) waits with reason ``ErrImagePull`` and says why, as a
-node that cannot pull it would; a pod LocalCluster cannot set up (a Secret volume: the webhook's
-own Deployment, whose part a local process plays) waits with ``CreateContainerConfigError``.
+node that cannot pull it would; a pod LocalCluster cannot set up (a Secret volume) waits with
+``CreateContainerConfigError``. The pods of a Deployment whose part a process of ``cluster up``
+plays (the upstream controllers, the fabric webhook) are reported as that process, Ready as their
+readiness probe says (played.py).
 The identity is the cluster admin's, not ``system:node:<name>``.
 """
 
@@ -43,10 +45,13 @@ import httpx
 
 from trainyard.cluster.client import ApiError, Kube
 from trainyard.cluster.components import KUBERNETES_VERSION
+from trainyard.cluster.processes import Daemon
 from trainyard.contract.errors import UserError
 from trainyard.contract.k8s import HOSTNAME_LABEL as HOSTNAME
 from trainyard.repo.model.declared import ClusterFacts
+from trainyard.sandbox import played
 from trainyard.sandbox.localpods import LocalCluster, LocalPod
+from trainyard.sandbox.played import Probe
 
 LEASE_SECONDS = 40
 RENEW_SECONDS = 10.0
@@ -139,6 +144,8 @@ class Tracked:
     waiting: str = ""  # why it cannot start
     reported: str = ""  # the last status sent, to send only changes
     done: bool = False
+    played: Daemon | None = None  # the local process that plays its container (played.py)
+    probe: Probe | None = None  # the readiness probe sent to that process
 
 
 @dataclass
@@ -147,12 +154,15 @@ class Kubelet:
     facts: ClusterFacts
     cluster: LocalCluster
     progress: Progress = print
+    # the processes that play Deployments' containers (played.py), read again for a pod none plays
+    players: Callable[[], list[Daemon]] = list
     nodes: dict[str, dict] = field(default_factory=dict)
     pods: dict[str, Tracked] = field(default_factory=dict)
     events: queue.Queue = field(default_factory=queue.Queue)
     _renewed: float = 0.0
     _deleted: set[str] = field(default_factory=set)
     _stop: threading.Event = field(default_factory=threading.Event)
+    _players: list[Daemon] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         # a kubelet restarts a failed container for ever, with its CrashLoopBackOff; the Job
@@ -303,7 +313,11 @@ class Kubelet:
         for kind, pod in latest.values():
             said += self._event(kind, pod)
         said += [f"pod event: {e}" for e in self.cluster.poll()]
+        now = time.monotonic()
         for tracked in list(self.pods.values()):
+            probe = tracked.probe
+            if probe is not None and probe.due(now) and probe.send(now):
+                said.append(f"{tracked.name}: {'ready' if probe.ready else 'not ready'} ({probe.url})")
             self._report(tracked)
         self.renew()
         return said
@@ -377,6 +391,9 @@ class Kubelet:
             self._forget(t)
         tracked = Tracked(meta["uid"], meta["name"], meta["namespace"], spec["nodeName"], None, spec, _now())
         self.pods[tracked.uid] = tracked
+        daemon = played.player(pod, self._players) or played.player(pod, self._refresh_players())
+        if daemon is not None:
+            return self._play(tracked, daemon)
         try:
             local = self.cluster.add_pods([pod], meta["namespace"])[0]
             self._write_projected(pod, local)
@@ -390,6 +407,23 @@ class Kubelet:
             return [f"{meta['name']} on {spec['nodeName']}: cannot start: {exc}"]
         addresses = ", ".join(f"{i} {a}" for i, a in local.interfaces.items()) or "127.0.0.1"
         return [f"{meta['name']} bound to {spec['nodeName']}: started ({addresses})"]
+
+    def _refresh_players(self) -> list[Daemon]:
+        self._players = [d for d in self.players() if d.plays]
+        return self._players
+
+    def _play(self, tracked: Tracked, daemon: Daemon) -> list[str]:
+        where = f"{tracked.name} on {tracked.node}"
+        containers = tracked.spec["containers"]
+        try:
+            if len(containers) != 1 or tracked.spec.get("initContainers"):
+                raise UserError(f"pod {tracked.name}: a local process plays one container, and it has more")
+            tracked.probe = played.Probe.of(containers[0], daemon.probe_port, time.monotonic())
+        except UserError as exc:
+            tracked.waiting = str(exc)
+            return [f"{where}: cannot be played by {daemon.name}: {exc}"]
+        tracked.played = daemon
+        return [f"{where}: played by the local process {daemon.name} (pid {daemon.pid})"]
 
     def _write_projected(self, pod: dict, local: LocalPod) -> None:
         """The token volume's ``namespace`` file (no token: the trainer never calls the API)."""
@@ -406,6 +440,8 @@ class Kubelet:
         local = tracked.local
         containers = pod_spec["containers"]
         inits = pod_spec.get("initContainers") or []
+        if tracked.played is not None:
+            return _played_status(tracked, now)
         if local is None:
             # the kubelet's reasons: an image it cannot get, or a pod it cannot set up
             reason = "ErrImagePull" if "entrypoint" in tracked.waiting else "CreateContainerConfigError"
@@ -490,6 +526,28 @@ class Kubelet:
 
     def close(self) -> None:
         self.stop()
+
+
+def _played_status(tracked: Tracked, now: str) -> dict:
+    """A pod played by a local process (played.py): no pod IP, its one container that process."""
+    daemon = tracked.played
+    assert daemon is not None
+    if daemon.alive():
+        state: dict = {"running": {"startedAt": tracked.started}}
+        ready = tracked.probe.ready if tracked.probe is not None else True
+    else:
+        message = f"the local process that plays it, {daemon.name} (pid {daemon.pid}), has exited"
+        state, ready = {"waiting": {"reason": "CrashLoopBackOff", "message": message}}, False
+    container = _container(None, tracked.spec["containers"][0], state)
+    container["ready"] = ready
+    return {
+        "phase": "Running",
+        "hostIP": "127.0.0.1",
+        "hostIPs": [{"ip": "127.0.0.1"}],
+        "startTime": tracked.started,
+        "conditions": _conditions(now, initialized=True, ready=ready),
+        "containerStatuses": [container],
+    }
 
 
 def _iso(t: float) -> str:

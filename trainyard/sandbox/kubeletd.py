@@ -5,8 +5,9 @@ as a process of its own, so that what reaches the cluster after ``trainyard clus
 plane's processes, so ``trainyard cluster down`` stops it, last started first: on SIGTERM it stops
 every pod it runs and removes their network namespaces before it exits. It registers the nodes the
 cluster declares (Ready, with their Leases), provides the claims' volumes, runs the pods the
-scheduler binds to those nodes as ``make demo`` does (trainyard/sandbox/kubelet.py), and logs one
-line for each thing that happens.
+scheduler binds to those nodes as ``make demo`` does (trainyard/sandbox/kubelet.py), reports the
+pods of the Deployments whose part ``up``'s processes play as those processes
+(trainyard/sandbox/played.py), and logs one line for each thing that happens.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import httpx
 from trainyard.cluster.cli import KUBELET_READY
 from trainyard.cluster.client import ApiError
 from trainyard.cluster.controlplane import Paths, Started, State
+from trainyard.cluster.processes import Daemon
 from trainyard.contract.errors import UserError
 from trainyard.repo.model import declared, repository
 from trainyard.sandbox.clusterdemo import sandbox_kubelet
@@ -46,7 +48,11 @@ def serve(folder: Path) -> int:
     stop = threading.Event()
     facts = declared.load(repository.load(ROOT), state.cluster)
     started = Started(folder, state, Paths(folder))
-    with started.client() as kube, sandbox_kubelet(kube, facts, folder / WORK, _say) as kubelet:
+
+    def players() -> list[Daemon]:  # up records each process it starts in the state file
+        return (State.load(folder) or state).daemons
+
+    with started.client() as kube, sandbox_kubelet(kube, facts, folder / WORK, _say, players) as kubelet:
         nodes = kubelet.register()
         _say(f"{len(nodes)}{KUBELET_READY}{', '.join(nodes)}")
         for line in kubelet.provide_storage():

@@ -8,8 +8,10 @@ import copy
 import os
 import re
 import signal
+import ssl
 from pathlib import Path
 
+import httpx
 import pytest
 from cryptography import x509
 
@@ -315,3 +317,76 @@ def _command(pid: int) -> str:
         return (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")[0].decode()
     except OSError:
         return ""
+
+
+VISIBILITY = "/apis/visibility.kueue.x-k8s.io/v1beta2"
+
+
+@pytest.mark.cluster
+def test_kueues_visibility_api_answers_through_the_front_proxy_for_the_caller(clusters):
+    """Kueue's visibility API (an aggregated API server inside its controller), behind the
+    APIServices its release renders, applied as Argo CD applies them: kube-apiserver finds them
+    Available, and proxies a caller's request with the front proxy's certificate and the caller's
+    name, which Kueue authorizes in turn: a ServiceAccount is refused until it is bound to Kueue's
+    pending-workloads viewer role, then answered."""
+    started = clusters["dev"]
+    render = app_render.render_cluster(clusters.repo, "dev")
+    kueue = render.app("trainyard-kueue")
+    assert kueue is not None
+    apis = [r.doc for r in kueue.resources if r.kind == "APIService"]
+    assert sorted(a["metadata"]["name"] for a in apis) == [
+        "v1beta1.visibility.kueue.x-k8s.io",
+        "v1beta2.visibility.kueue.x-k8s.io",
+    ]
+    (queue,) = [r.name for r in render.resources() if r.kind == "ClusterQueue"]
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": "trainyard-test-pending-workloads"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "kueue-pending-workloads-cq-viewer-role"},
+        "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": NAMESPACE}],
+    }  # fmt: skip
+    with started.client() as kube:
+        _namespace(kube)
+        try:
+            for api in apis:
+                kube.apply(api, manager="argocd-controller")
+
+            def available() -> bool:
+                for api in apis:
+                    live = kube.get(f"/apis/apiregistration.k8s.io/v1/apiservices/{api['metadata']['name']}")
+                    conditions = (live.get("status") or {}).get("conditions") or []
+                    if not any(c["type"] == "Available" and c["status"] == "True" for c in conditions):
+                        return False
+                return True
+
+            wait_for(available, timeout=60, what="Kueue's APIServices Available")
+            path = f"{VISIBILITY}/clusterqueues/{queue}/pendingworkloads"
+            assert wait_for(lambda: kube.get(path), timeout=30, what="an answer")["kind"] == "PendingWorkloadsSummary"
+            wait_for(lambda: _default_account(kube), timeout=30, what="the namespace's default ServiceAccount")
+            token = controllers._token(kube, NAMESPACE, "default")
+            context = ssl.create_default_context(cafile=str(started.paths.pki.ca))
+            with httpx.Client(base_url=started.state.server, verify=context, timeout=10) as caller:
+                headers = {"Authorization": f"Bearer {token}"}
+                refused = caller.get(path, headers=headers)
+                assert refused.status_code == 403, refused.text
+                assert f"system:serviceaccount:{NAMESPACE}:default" in refused.json()["message"]
+                kube.apply(binding, manager="trainyard-test")
+                answered = wait_for(
+                    lambda: (r := caller.get(path, headers=headers)).status_code == 200 and r,
+                    timeout=30,
+                    what="the bound ServiceAccount answered",
+                )
+                assert answered.json()["kind"] == "PendingWorkloadsSummary"
+        finally:
+            kube.delete(binding)
+            for api in apis:
+                kube.delete(api)
+
+
+def _default_account(kube) -> bool:
+    try:
+        return bool(kube.get(f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/default"))
+    except ApiError:
+        return False
