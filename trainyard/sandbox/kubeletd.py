@@ -49,8 +49,14 @@ def serve(folder: Path) -> int:
     facts = declared.load(repository.load(ROOT), state.cluster)
     started = Started(folder, state, Paths(folder))
 
-    def players() -> list[Daemon]:  # up records each process it starts in the state file
-        return (State.load(folder) or state).daemons
+    def players() -> list[Daemon]:
+        """What up records in the state file as it starts processes; the state read at start if
+        the file is gone or is no longer one up wrote (said once per pod, not a crash)."""
+        try:
+            return (State.load(folder) or state).daemons
+        except UserError as exc:
+            _say(f"the state file cannot be read again ({exc}); the processes known at start are used")
+            return state.daemons
 
     with started.client() as kube, sandbox_kubelet(kube, facts, folder / WORK, _say, players) as kubelet:
         nodes = kubelet.register()

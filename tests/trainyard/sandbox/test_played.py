@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.server
 import threading
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import ClassVar
 
 import pytest
@@ -178,3 +179,42 @@ def test_a_played_pod_is_running_without_an_ip_and_ready_as_its_probe_says(tmp_p
     waiting = status["containerStatuses"][0]["state"]["waiting"]
     assert waiting["reason"] == "CrashLoopBackOff" and f"kueue (pid {daemon.pid}), has exited" in waiting["message"]
     assert not status["containerStatuses"][0]["ready"]
+
+
+def _kubelet(players) -> Kubelet:
+    return Kubelet(None, None, SimpleNamespace(), progress=lambda _: None, players=players)  # type: ignore[arg-type]
+
+
+def _bound(containers: list[dict], owner: str = "kueue-controller-manager-66dd74c4c4") -> dict:
+    pod = _pod("kueue-system", owner, "66dd74c4c4")
+    pod["metadata"]["uid"] = f"uid-{len(containers)}-{owner}"
+    pod["spec"] = {"nodeName": "n0", "containers": containers}
+    return pod
+
+
+def test_the_kubelet_plays_a_bound_pod_of_a_played_deployment_and_reads_the_players_when_one_is_new():
+    reads: list[int] = []
+
+    def players() -> list[Daemon]:
+        reads.append(1)
+        return [KUEUE]
+
+    kubelet = _kubelet(players)
+    said = kubelet._run(_bound([CONTAINER]))
+    assert said == ["kueue-controller-manager-66dd74c4c4-x1y2z on n0: played by the local process kueue (pid 1)"]
+    (tracked,) = kubelet.pods.values()
+    assert tracked.played is KUEUE and tracked.local is None
+    assert tracked.probe is not None and tracked.probe.url == "http://127.0.0.1:1/readyz"
+    assert len(reads) == 1  # not known yet: read; the next pod of the same Deployment is found at once
+    kubelet._run(_bound([CONTAINER], owner="kueue-controller-manager-66dd74c4c4"))
+    assert len(reads) == 1
+
+
+def test_a_played_pod_with_more_than_its_one_container_waits_and_says_why():
+    kubelet = _kubelet(lambda: [KUEUE])
+    (said,) = kubelet._run(_bound([CONTAINER, {**CONTAINER, "name": "sidecar"}]))
+    assert "cannot be played by kueue: pod kueue-controller-manager-66dd74c4c4-x1y2z: a local process plays one" in said
+    (tracked,) = kubelet.pods.values()
+    assert tracked.played is None and "plays one container" in tracked.waiting
+    status = Kubelet.status(kubelet, tracked, tracked.spec)
+    assert status["containerStatuses"][0]["state"]["waiting"]["reason"] == "CreateContainerConfigError"
