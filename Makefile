@@ -92,7 +92,7 @@ redis:
 # control planes, torchrun jobs and servers, which contend for 2 cores). Both run; either failing
 # fails the target.
 test: $(call STAMP,dev) tools kube promtool redis
-	@$(BIN)/python -m pytest -q -m "$(FAST_TIERS)" -n $(TEST_WORKERS); fast=$$?; \
+	@$(BIN)/python -m pytest -q -m "$(FAST_TIERS)" -n $(TEST_WORKERS) $(TEST_DIST); fast=$$?; \
 	$(BIN)/python -m pytest -q -m "$(SLOW_TIERS)" --durations=30; slow=$$?; \
 	echo "make test: fast tiers exit $$fast, slow tiers exit $$slow"; [ $$fast = 0 ] && [ $$slow = 0 ]
 
@@ -101,8 +101,10 @@ test: $(call STAMP,dev) tools kube promtool redis
 SLOW_TIERS := netns or torchrun or server or e2e or cluster
 FAST_TIERS := not ($(SLOW_TIERS))
 TEST_WORKERS ?= auto
+# worksteal: an idle worker takes tests queued for a busy one, so neither waits at the end
+TEST_DIST := --dist worksteal
 test-fast: $(call STAMP,dev) tools promtool
-	$(BIN)/python -m pytest -q -m "$(FAST_TIERS)" -n $(TEST_WORKERS)
+	$(BIN)/python -m pytest -q -m "$(FAST_TIERS)" -n $(TEST_WORKERS) $(TEST_DIST)
 
 # The tests that cover what changed against $(TEST_BASE) (committed since the merge base,
 # uncommitted, untracked), found from the imports; each printed with why before pytest runs them.

@@ -1,42 +1,24 @@
 """Fixtures of the repository tooling tests: the real repository, rendered once per test run,
 and throw-away copies of it for the tests that break something on purpose.
 
-kustomize builds and upstream renders are kept by content for the run, as `trainyard validate` keeps
-them for a user (trainyard/repo/model/build_cache.py): most of these tests validate a copy of the
-repository with one file changed, and the folders they did not change are read back instead of
-built again. Each pytest process has a cache of its own, empty when it starts: no test reads what an
-earlier run left."""
+kustomize builds and upstream renders are kept by content for the run (tests/trainyard/conftest.py):
+most of these tests validate a copy of the repository with one file changed, and the folders they
+did not change are read back instead of built again."""
 
 from __future__ import annotations
 
-import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from trainyard.contract.errors import UserError
 from trainyard.repo import validate
-from trainyard.repo.model import build_cache, kustomize, repository
+from trainyard.repo.model import kustomize, repository
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 # what a render reads: manifests and policies
 COPIED = ("base", "clusters", "overlays", "policies")
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _build_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    directory = tmp_path_factory.getbasetemp() / "build-cache"
-    before = os.environ.get(build_cache.ENV_DIR)
-    os.environ[build_cache.ENV_DIR] = str(directory)  # `trainyard validate` in this process and those it starts
-    kustomize.use_disk_cache(directory)
-    yield
-    kustomize.use_disk_cache(None)
-    if before is None:
-        del os.environ[build_cache.ENV_DIR]
-    else:
-        os.environ[build_cache.ENV_DIR] = before
 
 
 @pytest.fixture(scope="session")

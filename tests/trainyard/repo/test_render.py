@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import sys
@@ -11,6 +12,7 @@ import pytest
 
 from tests.trainyard.repo.conftest import REPO_ROOT
 from trainyard.cli import main
+from trainyard.repo.cli import _use_cache
 from trainyard.repo.model import kustomize, repository, upstream
 from trainyard.repo.model.rendered import Resource
 from trainyard.repo.upstream import app_render, applications, appset, go_path
@@ -123,6 +125,8 @@ def test_render_cli_writes_one_file_per_application(tmp_path, capsys):
 
 
 def test_render_reads_the_build_cache_and_prints_what_it_prints_without(tmp_path, capsys, monkeypatch):
+    """A render from the cache prints, byte for byte, what the render that filled it printed
+    (kustomize's key order kept), and that one built every folder, as ``--no-cache`` does."""
     monkeypatch.setattr(kustomize, "_disk", None)  # the suite's cache, back after the test
 
     def render(*flags: str) -> str:
@@ -131,14 +135,15 @@ def test_render_reads_the_build_cache_and_prints_what_it_prints_without(tmp_path
         assert main(["render", "--cluster", "prod-ib", *flags]) == 0
         return capsys.readouterr().out
 
-    plain = render("--no-cache")
-    assert kustomize.disk_cache() is None
     first = render("--cache-dir", str(tmp_path / "cache"))
     disk = kustomize.disk_cache()
-    assert disk is not None and disk.hits == 0 and any((tmp_path / "cache").rglob("*.json"))
+    assert disk is not None and disk.hits == 0 and disk.misses > 0 and any((tmp_path / "cache").rglob("*.json"))
     second = render("--cache-dir", str(tmp_path / "cache"))
     assert kustomize.disk_cache().hits > 0 and kustomize.disk_cache().misses == 0
-    assert first == plain and second == plain
+    assert first == second
+    monkeypatch.setattr(kustomize, "_disk", None)  # a new process, with --no-cache
+    _use_cache(argparse.Namespace(no_cache=True, cache_dir=str(tmp_path / "other")), repository.load(REPO_ROOT))
+    assert kustomize.disk_cache() is None and not (tmp_path / "other").exists()
 
 
 def test_render_cli_unknown_cluster(capsys):

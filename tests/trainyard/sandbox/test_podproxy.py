@@ -226,6 +226,7 @@ class Direct:
         pass
 
 
+@pytest.mark.server  # a Prometheus process: the slow tiers
 @pytest.mark.skipif(not Path("/usr/bin/prometheus").exists(), reason="needs Debian's prometheus (make installs it)")
 def test_the_real_prometheus_scrapes_the_trainer_listener_through_the_proxy(tmp_path: Path) -> None:
     registry = CollectorRegistry()
