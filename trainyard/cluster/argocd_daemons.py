@@ -285,11 +285,14 @@ def _transition_time(condition: dict) -> dt.datetime | None:
     return when if when.tzinfo is not None else None
 
 
-def wait_synced(kube, name: str, revision: str, timeout: float) -> dict:
+def wait_synced(kube, name: str, revision: str, timeout: float, *, since: dt.datetime | None = None) -> dict:
     """Until Argo CD has synced Application ``name`` at ``revision`` and compared it Synced after;
-    a sync that failed, a source Argo CD cannot render since the call (its ComparisonError, which
-    names the file), or neither within ``timeout`` is refused with what Argo CD says."""
-    since = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    a sync that failed, a source Argo CD cannot render since ``since`` (its ComparisonError, which
+    names the file), or neither within ``timeout`` is refused with what Argo CD says. ``since``: when
+    the push of ``revision`` began (the call by default). The repository's push hook has Argo CD
+    compare before ``git push`` returns, so a caller that pushed passes the time before it."""
+    # a condition's time has whole seconds (metav1.Time)
+    since = (since or dt.datetime.now(dt.UTC)).replace(microsecond=0)
     deadline = time.monotonic() + timeout
     app: dict = {}
     while time.monotonic() < deadline:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime as dt
 import os
 import shutil
 import signal
@@ -363,10 +364,11 @@ def _push_job(kube: Kube, served: gitrepo.Served, render, job_folder: str) -> No
     """Commit the job folder to the cluster's repository and push it; follow Argo CD creating and
     syncing its Application, as Argo CD reports it."""
     shutil.copytree(ROOT / job_folder, served.checkout / job_folder)
+    pushed_at = dt.datetime.now(dt.UTC)
     revision = gitrepo.commit_and_push(served, f"{Path(job_folder).name}: a training job")
     app = next(ar.app for ar in render.apps if ar.app.generated_by and ar.app.source.get("path") == job_folder)
     say(f"      pushed {revision[:12]}; the ApplicationSet {app.generated_by} makes Application {app.name}")
-    synced = argocd_daemons.wait_synced(kube, app.name, revision, ARGOCD_SYNC_TIMEOUT)
+    synced = argocd_daemons.wait_synced(kube, app.name, revision, ARGOCD_SYNC_TIMEOUT, since=pushed_at)
     for line in argocd_daemons.describe_sync(synced):
         say(f"      argocd: {app.name}: {line}")
 

@@ -58,3 +58,19 @@ def test_a_comparison_error_since_the_call_ends_the_wait_with_argo_cds_words():
     with pytest.raises(UserError, match="cannot render app at 0123456789ab") as exc:
         argocd_daemons.wait_synced(Answers(app), "app", "0123456789abcdef", 5)
     assert "kustomize build failed: job.yaml" in str(exc.value)
+
+
+def test_a_comparison_error_from_before_the_call_counts_when_it_is_since_the_push():
+    """The push hook has Argo CD compare before `git push` returns: the error a caller waits for may
+    be older than the call, and counts from the push on; one older than the push does not."""
+    pushed = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=30)
+    at = (pushed + dt.timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    app = {"status": {"conditions": [{"type": "ComparisonError", "message": "m", "lastTransitionTime": at}]}}
+    with pytest.raises(UserError, match="cannot render app at 0123456789ab"):
+        argocd_daemons.wait_synced(Answers(app), "app", "0123456789abcdef", 5, since=pushed)
+    with pytest.raises(UserError, match="did not sync app"):  # the call's own time: that error is older
+        argocd_daemons.wait_synced(Answers(app), "app", "0123456789abcdef", 0.01)
+    stale = (pushed - dt.timedelta(seconds=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    app["status"]["conditions"][0]["lastTransitionTime"] = stale  # a broken push before this one
+    with pytest.raises(UserError, match="did not sync app"):
+        argocd_daemons.wait_synced(Answers(app), "app", "0123456789abcdef", 0.01, since=pushed)

@@ -17,6 +17,7 @@ Argo CD applies itself holds every field the offline render gives it.
 
 from __future__ import annotations
 
+import datetime as dt
 import shutil
 import subprocess
 import sys
@@ -341,10 +342,13 @@ def test_a_pushed_broken_job_folder_is_refused_with_the_file_and_the_rest_runs_o
     folder = started.served.checkout / "overlays" / CLUSTER / "jobs" / "broken"
     folder.mkdir()
     (folder / "kustomization.yaml").write_text("resources:\n  - trainjob.yaml\n")
+    pushed_at = dt.datetime.now(dt.UTC)
     revision = gitrepo.commit_and_push(started.served, "a job folder that does not render")
     with started.client() as kube:
         with pytest.raises(UserError) as refused:
-            argocd_daemons.wait_synced(kube, f"{CLUSTER}-job-broken", revision, 60)
+            argocd_daemons.wait_synced(kube, f"{CLUSTER}-job-broken", revision, 60, since=pushed_at)
         assert kube.get("/apis/kubeflow.org/v1/namespaces/ml-training/pytorchjobs/mnist-ddp")
     said = str(refused.value)
+    # refused as soon as Argo CD says so (its comparison ran before the push returned), not at 60 s
+    assert said.startswith("Argo CD cannot render"), said
     assert "ComparisonError" in said and "trainjob.yaml" in said, said
