@@ -39,6 +39,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import httpx
@@ -56,6 +57,7 @@ from trainyard.sandbox.played import Probe
 LEASE_SECONDS = 40
 RENEW_SECONDS = 10.0
 MAX_PODS = "110"  # the kubelet's default --max-pods
+PROBE_THREADS = 8  # readiness probes under way at once; each ends within its timeoutSeconds
 KUBELET_VERSION = KUBERNETES_VERSION  # as a node reports it: the control plane's own version
 
 Progress = Callable[[str], None]
@@ -163,6 +165,10 @@ class Kubelet:
     _deleted: set[str] = field(default_factory=set)
     _stop: threading.Event = field(default_factory=threading.Event)
     _players: list[Daemon] = field(default_factory=list)
+    _probing: dict[str, Future] = field(default_factory=dict)  # by pod uid: the probe under way
+    _prober: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(PROBE_THREADS, thread_name_prefix="kubelet-probe")
+    )
 
     def __post_init__(self) -> None:
         # a kubelet restarts a failed container for ever, with its CrashLoopBackOff; the Job
@@ -298,6 +304,7 @@ class Kubelet:
 
     def stop(self) -> None:
         self._stop.set()
+        self._prober.shutdown(wait=False, cancel_futures=True)
 
     def step(self, timeout: float = 0.2) -> list[str]:
         """Handle what the watch saw, advance the pods, report; returns what happened."""
@@ -313,11 +320,8 @@ class Kubelet:
         for kind, pod in latest.values():
             said += self._event(kind, pod)
         said += [f"pod event: {e}" for e in self.cluster.poll()]
-        now = time.monotonic()
         for tracked in list(self.pods.values()):
-            probe = tracked.probe
-            if probe is not None and probe.due(now) and probe.send(now):
-                said.append(f"{tracked.name}: {'ready' if probe.ready else 'not ready'} ({probe.url})")
+            said += self._probe(tracked)
             self._report(tracked)
         self.renew()
         return said
@@ -339,6 +343,7 @@ class Kubelet:
             if tracked is not None and tracked.local is not None:
                 self.cluster.remove_pod(tracked.local.name, grace=float(spec.get("terminationGracePeriodSeconds", 30)))
             self.pods.pop(uid, None)
+            self._probing.pop(uid, None)
             # the kubelet ends a graceful deletion once the containers are gone
             path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}"
             try:
@@ -356,6 +361,7 @@ class Kubelet:
         if tracked.local is not None:
             self.cluster.remove_pod(tracked.local.name, grace=0)
         self.pods.pop(tracked.uid, None)
+        self._probing.pop(tracked.uid, None)
 
     def lose(self, node: str) -> list[str]:
         """``node``'s machine is gone: its containers die with it (SIGKILL, nothing reported),
@@ -407,6 +413,24 @@ class Kubelet:
             return [f"{meta['name']} on {spec['nodeName']}: cannot start: {exc}"]
         addresses = ", ".join(f"{i} {a}" for i, a in local.interfaces.items()) or "127.0.0.1"
         return [f"{meta['name']} bound to {spec['nodeName']}: started ({addresses})"]
+
+    def _probe(self, tracked: Tracked) -> list[str]:
+        """Send a played pod's readiness probe when due, in a thread of its own as the kubelet's
+        prober runs one per container, so that a process that does not answer (stopped, hung)
+        delays neither the other pods nor the Leases; its result is counted when it comes."""
+        probe, now = tracked.probe, time.monotonic()
+        if probe is None:
+            return []
+        running = self._probing.get(tracked.uid)
+        if running is not None:
+            if not running.done():
+                return []
+            del self._probing[tracked.uid]
+            if probe.record(running.result(), now):
+                return [f"{tracked.name}: {'ready' if probe.ready else 'not ready'} ({probe.url})"]
+        elif probe.due(now):
+            self._probing[tracked.uid] = self._prober.submit(probe.check)
+        return []
 
     def _refresh_players(self) -> list[Daemon]:
         self._players = [d for d in self.players() if d.plays]

@@ -108,10 +108,13 @@ class Probe:
     def due(self, now: float) -> bool:
         return now >= self.next_at
 
-    def send(self, now: float) -> bool:
-        """Probe now; whether readiness changed."""
+    def check(self) -> bool:
+        """One probe: an answer from 200 to 399 within the timeout (redirects not followed)."""
         try:
-            ok = 200 <= httpx.get(self.url, timeout=self.timeout).status_code < 400
+            return 200 <= httpx.get(self.url, timeout=self.timeout).status_code < 400
         except httpx.HTTPError:
-            ok = False
-        return self.record(ok, now)
+            return False
+
+    def send(self, now: float) -> bool:
+        """Probe now and count it; whether readiness changed."""
+        return self.record(self.check(), now)

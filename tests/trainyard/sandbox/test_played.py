@@ -4,14 +4,16 @@ the kubelet's prober runs it, and what the kubelet reports for them."""
 from __future__ import annotations
 
 import http.server
+import socket
 import threading
+import time
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import ClassVar
 
 import pytest
 
-from trainyard.cluster.processes import Daemon, spawn
+from trainyard.cluster.processes import Daemon, spawn, wait_for
 from trainyard.contract.errors import UserError
 from trainyard.sandbox.kubelet import Kubelet, Tracked
 from trainyard.sandbox.played import Probe, player, replica_set_name
@@ -218,3 +220,29 @@ def test_a_played_pod_with_more_than_its_one_container_waits_and_says_why():
     assert tracked.played is None and "plays one container" in tracked.waiting
     status = Kubelet.status(kubelet, tracked, tracked.spec)
     assert status["containerStatuses"][0]["state"]["waiting"]["reason"] == "CreateContainerConfigError"
+
+
+def test_a_probe_that_gets_no_answer_never_holds_the_kubelets_loop():
+    """A controller stopped (SIGSTOP) accepts the connection and never answers: its probe runs in a
+    thread of its own, the loop goes on at once, and the result (a failure at the timeout) is
+    counted when it comes."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen()  # accepted by the kernel, never answered
+    kubelet = _kubelet(lambda: [Daemon("kueue", 1, 1, "", plays=KUEUE.plays, probe_port=silent.getsockname()[1])])
+    try:
+        container = {**CONTAINER, "readinessProbe": {**CONTAINER["readinessProbe"], "initialDelaySeconds": 0}}
+        kubelet._run(_bound([container]))
+        (tracked,) = kubelet.pods.values()
+        assert tracked.probe is not None
+        tracked.probe.ready, tracked.probe.failures = True, 1
+        t0 = time.monotonic()
+        assert kubelet._probe(tracked) == [] and tracked.uid in kubelet._probing  # sent, not awaited
+        assert kubelet._probe(tracked) == []  # still under way: nothing counted, nothing sent again
+        assert time.monotonic() - t0 < 0.5
+        wait_for(lambda: kubelet._probing[tracked.uid].done(), timeout=5, what="the probe's timeout")
+        said = kubelet._probe(tracked)
+        assert said == [f"{tracked.name}: not ready ({tracked.probe.url})"] and not tracked.probe.ready
+    finally:
+        kubelet.stop()
+        silent.close()
