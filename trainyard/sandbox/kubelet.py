@@ -397,9 +397,10 @@ class Kubelet:
             self._forget(t)
         tracked = Tracked(meta["uid"], meta["name"], meta["namespace"], spec["nodeName"], None, spec, _now())
         self.pods[tracked.uid] = tracked
-        daemon = played.player(pod, self._players) or played.player(pod, self._refresh_players())
-        if daemon is not None:
-            return self._play(tracked, daemon)
+        if played.of_a_deployment(pod):  # the players are read again only for a pod one may play
+            daemon = played.player(pod, self._players) or played.player(pod, self._refresh_players())
+            if daemon is not None:
+                return self._play(tracked, daemon)
         try:
             local = self.cluster.add_pods([pod], meta["namespace"])[0]
             self._write_projected(pod, local)
@@ -442,7 +443,7 @@ class Kubelet:
         try:
             if len(containers) != 1 or tracked.spec.get("initContainers"):
                 raise UserError(f"pod {tracked.name}: a local process plays one container, and it has more")
-            tracked.probe = played.Probe.of(containers[0], daemon.probe_port, time.monotonic())
+            tracked.probe = Probe.of(containers[0], daemon.probe_port, time.monotonic())
         except UserError as exc:
             tracked.waiting = str(exc)
             return [f"{where}: cannot be played by {daemon.name}: {exc}"]

@@ -39,14 +39,22 @@ def replica_set_name(deployment: str, template_hash: str) -> str:
     return f"{deployment}-{template_hash}"
 
 
+def of_a_deployment(pod: dict) -> bool:
+    """Whether ``pod`` may be a Deployment's: a ReplicaSet owns it and it has a template hash (only
+    such a pod is looked up among the players)."""
+    meta = pod["metadata"]
+    owned = any(o.get("kind") == "ReplicaSet" for o in meta.get("ownerReferences") or [])
+    return owned and bool((meta.get("labels") or {}).get(TEMPLATE_HASH))
+
+
 def player(pod: dict, daemons: list[Daemon]) -> Daemon | None:
     """The daemon that plays ``pod``'s Deployment, if one does: its ReplicaSet owner is the
     Deployment's for the pod's template hash."""
-    meta = pod["metadata"]
-    template_hash = (meta.get("labels") or {}).get(TEMPLATE_HASH)
-    owners = [o.get("name") for o in meta.get("ownerReferences") or [] if o.get("kind") == "ReplicaSet"]
-    if not template_hash or not owners:
+    if not of_a_deployment(pod):
         return None
+    meta = pod["metadata"]
+    template_hash = meta["labels"][TEMPLATE_HASH]
+    owners = [o.get("name") for o in meta["ownerReferences"] if o.get("kind") == "ReplicaSet"]
     for daemon in daemons:
         namespace, _, deployment = daemon.plays.partition("/")
         if namespace == meta.get("namespace") and replica_set_name(deployment, template_hash) in owners:
@@ -114,7 +122,3 @@ class Probe:
             return 200 <= httpx.get(self.url, timeout=self.timeout).status_code < 400
         except httpx.HTTPError:
             return False
-
-    def send(self, now: float) -> bool:
-        """Probe now and count it; whether readiness changed."""
-        return self.record(self.check(), now)

@@ -142,15 +142,17 @@ def test_the_probe_counts_200_to_399_as_success_and_anything_else_or_no_answer_a
     probe = Probe.of(container, port, 0.0)
     assert probe is not None
     codes.extend([302, 500, 399, 400])
-    assert probe.send(0.0) and probe.ready  # a redirect is not followed: the prober's Warning, a success
-    assert probe.send(1.0) and not probe.ready
-    assert probe.send(2.0) and probe.ready
-    assert probe.send(3.0) and not probe.ready
+    assert (
+        probe.record(probe.check(), 0.0) and probe.ready
+    )  # a redirect is not followed: the prober's Warning, a success
+    assert probe.record(probe.check(), 1.0) and not probe.ready
+    assert probe.record(probe.check(), 2.0) and probe.ready
+    assert probe.record(probe.check(), 3.0) and not probe.ready
     closed = Probe.of(container, port, 0.0)
     assert closed is not None
     closed.url = "http://127.0.0.1:1/readyz"  # nothing listens there
     closed.ready = True
-    assert closed.send(0.0) and not closed.ready
+    assert closed.record(closed.check(), 0.0) and not closed.ready
 
 
 def _played(daemon: Daemon, probe: Probe | None) -> dict:
@@ -210,6 +212,15 @@ def test_the_kubelet_plays_a_bound_pod_of_a_played_deployment_and_reads_the_play
     assert len(reads) == 1  # not known yet: read; the next pod of the same Deployment is found at once
     kubelet._run(_bound([CONTAINER], owner="kueue-controller-manager-66dd74c4c4"))
     assert len(reads) == 1
+    job_pod = _bound([CONTAINER], owner="smoke-ddp-node-0-0")
+    job_pod["metadata"]["ownerReferences"] = [{"kind": "Job", "name": "smoke-ddp-node-0-0"}]
+
+    def add_pods(pods: list[dict], namespace: str) -> list:
+        raise UserError("started as any pod")  # LocalCluster's answer for a pod it cannot set up
+
+    kubelet.cluster = SimpleNamespace(add_pods=add_pods)
+    (said,) = kubelet._run(job_pod)  # a Job's pod: no player is looked for, it is run as any pod
+    assert said.endswith("cannot start: started as any pod") and len(reads) == 1
 
 
 def test_a_played_pod_with_more_than_its_one_container_waits_and_says_why():
